@@ -1,0 +1,34 @@
+"""`kernel-archive tasks`: list the tasks of the built-in suite or an external one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from builder.tasks import load_suite
+
+
+def tasks(
+    suite: Optional[Path] = typer.Option(None, "--suite", help="External KernelBench-style checkout (folders level1/, level2/, ...)."),
+    level: Optional[int] = typer.Option(None, "--level", help="Only tasks of this level."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of task objects."),
+) -> None:
+    """List tasks: id LEVEL/NUMBER, name, category."""
+    chosen = load_suite(suite).select(levels=[level] if level is not None else None)
+    if as_json:
+        typer.echo(json.dumps([t.summary() for t in chosen], indent=1))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("id", "name", "category", "dtype", "functional", box=None)
+    for t in chosen:
+        table.add_row(t.id, t.name, t.op_category, t.dtype, "yes" if t.has_functional else "no")
+    Console().print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("tasks")(tasks)

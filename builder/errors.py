@@ -1,0 +1,31 @@
+"""Exit codes and the errors the CLI turns into one-line messages."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FAILURE = 1  # the command ran but could not finish its work (e.g. a failed upload)
+    USAGE = 2  # bad arguments or input: missing file, unknown task, malformed suite
+    NO_GPU = 3  # a CUDA-only command on a machine without a GPU
+    INTERNAL = 70  # a bug: reported in one line, traceback only with KA_DEBUG=1
+
+
+class ArchiveError(Exception):
+    """An expected failure with a one-line message for the user."""
+
+    exit_code = ExitCode.FAILURE
+
+
+class UsageError(ArchiveError):
+    exit_code = ExitCode.USAGE
+
+
+class TaskError(UsageError):
+    """A task file or suite that cannot be used (names the file and the problem)."""
+
+
+class NoGpuError(ArchiveError):
+    exit_code = ExitCode.NO_GPU

@@ -1,0 +1,59 @@
+"""Execute a task file and build its model and inputs deterministically.
+
+Task files are reference code we trust as much as the suite they come from; candidate code never
+passes through here in the builder's process (the sandbox child uses these helpers itself).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import sys
+from types import ModuleType
+from typing import Any
+
+from builder.tasks.suite import Task
+
+_counter = itertools.count()
+
+
+def load_task_module(task: Task, size: str = "full") -> ModuleType:
+    """Import the task file as a fresh module; `size="cpu"` applies the task's CPU_SIZE overrides."""
+    if size not in ("full", "cpu"):
+        raise ValueError(f"size must be 'full' or 'cpu', not {size!r}")
+    name = f"_ka_task_{task.level}_{task.number}_{next(_counter)}"
+    spec = importlib.util.spec_from_file_location(name, task.path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {task.path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickling look the module up by name
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    if size == "cpu":
+        for key, value in task.cpu_size.items():
+            setattr(module, key, value)
+    return module
+
+
+def instantiate(module: ModuleType, seed: int, device: str = "cpu", dtype: Any = None) -> tuple[Any, list[Any]]:
+    """Build (model, inputs) under `seed`: parameters from one generator state, inputs from the next."""
+    import torch
+
+    torch.manual_seed(seed)
+    init_inputs = module.get_init_inputs()
+    model = module.Model(*init_inputs)
+    inputs = module.get_inputs()
+    model = model.to(device)
+    if dtype is not None:
+        model = model.to(dtype)
+    moved = []
+    for value in inputs:
+        if isinstance(value, torch.Tensor):
+            value = value.to(device)
+            if dtype is not None and value.is_floating_point():
+                value = value.to(dtype)
+        moved.append(value)
+    return model.eval(), moved

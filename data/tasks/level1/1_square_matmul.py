@@ -1,0 +1,31 @@
+"""Square matrix multiplication C = A @ B."""
+
+import torch
+import torch.nn as nn
+
+OP_CATEGORY = "matmul"
+DTYPE = "float32"
+TOLERANCE = {"atol": 1e-2, "rtol": 1e-3}  # fp32 accumulation order over K=4096 terms
+CPU_SIZE = {"N": 256}
+
+N = 4096
+
+
+def module_fn(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    return torch.matmul(A, B)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A, B, fn=module_fn):
+        return fn(A, B)
+
+
+def get_inputs():
+    return [torch.randn(N, N), torch.randn(N, N)]
+
+
+def get_init_inputs():
+    return []
