@@ -80,7 +80,8 @@ def _make_record_class() -> type:
             fields.append((name, Any, default))
         else:
             fields.append((name, Any, dataclasses.field(default=default)))
-    cls = dataclasses.make_dataclass("KernelRecord", fields, module=__name__)
+    cls = dataclasses.make_dataclass("KernelRecord", fields)
+    cls.__module__ = __name__  # so pickling and reprs name this module
     cls.__doc__ = load_schema()["description"]
     return cls
 
