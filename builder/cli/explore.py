@@ -1,0 +1,56 @@
+"""`kernel-archive explore [SOURCE]`: check the source, then serve the Streamlit explorer on it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Optional
+
+import typer
+
+from builder import config
+from builder.errors import ArchiveError, ExitCode
+
+APP_PATH = config.REPO_ROOT / "explorer" / "app.py"
+
+
+def streamlit_argv(port: int, address: str) -> list[str]:
+    return [
+        sys.executable, "-m", "streamlit", "run", str(APP_PATH),
+        "--server.headless", "true", "--server.port", str(port), "--server.address", address,
+        "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
+    ]
+
+
+def explore(
+    source: Optional[str] = typer.Argument(
+        None, help="Dataset folder from `export`, a Parquet file/folder (ours or the 18-column public schema), "
+        "or a Hub dataset id. Default: data/sample/ (a synthetic archive until that exists)."),
+    port: int = typer.Option(config.EXPLORER_DEFAULT_PORT, "--port", help="Port to serve on."),
+    address: str = typer.Option(config.EXPLORER_DEFAULT_ADDRESS, "--address", help="Address to bind."),
+    check_only: bool = typer.Option(False, "--check", help="Only open and check the source, then exit."),
+) -> None:
+    """Serve the explorer (leaderboards, kernel pages, map, search) on an archive."""
+    from explorer.query import Archive
+    from explorer.sources import resolve_source
+
+    resolved = resolve_source(source)  # UsageError -> one line + exit 2 (builder.cli.main)
+    archive = Archive(resolved)
+    kind = "synthetic archive" if resolved.synthetic else f"{resolved.kind} source"
+    typer.echo(f"{resolved.label}: {archive.size:,} kernels ({kind}, {len(resolved.files)} Parquet file(s))", err=True)
+    if check_only:
+        return
+    spec = resolved.spec if not os.path.exists(resolved.spec) else os.path.abspath(resolved.spec)
+    env = dict(os.environ, **{config.EXPLORER_SOURCE_ENV: spec})
+    typer.echo(f"explorer: http://{address}:{port}/", err=True)
+    try:
+        code = subprocess.run(streamlit_argv(port, address), env=env, cwd=config.REPO_ROOT).returncode
+    except OSError as exc:
+        raise ArchiveError(f"cannot start streamlit: {exc}") from None
+    if code not in (0, -2, 130):
+        raise typer.Exit(int(ExitCode.FAILURE))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("explore")(explore)

@@ -1,0 +1,1 @@
+"""Build pipeline: orchestration (build.py), DuckDB store, Parquet export, dataset card, Hub publishing."""

@@ -1,0 +1,29 @@
+"""The verification engine: trusted parent (engine, sandbox, compile, batching, pool, verdict) and the
+untrusted child (child, checks, timing, static_scan, baselines). See docs/architecture.md.
+
+Imports are lazy so that `python -m builder.verify.child` in a sandbox pulls in only the child side.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "VerifyOptions": "builder.verify.engine",
+    "Verifier": "builder.verify.engine",
+    "compile_candidate": "builder.verify.engine",
+    "evaluate_compiled": "builder.verify.engine",
+    "verify": "builder.verify.engine",
+    "CompileResult": "builder.verify.compile",
+    "ChildOutcome": "builder.verify.sandbox",
+    "run_sandboxed": "builder.verify.sandbox",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'builder.verify' has no attribute {name!r}")

@@ -1,0 +1,147 @@
+"""Output comparison and tensor snapshots for the checks (untrusted child side).
+
+Tolerance follows `torch.allclose`: |candidate - reference| <= atol + rtol * |reference|, elementwise,
+with NaN equal to NaN only where both have it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class Comparison:
+    ok: bool
+    max_diff: float | None = None  # over positions where both values are finite
+    mean_diff: float | None = None
+    error: str | None = None  # why it failed (shape, dtype, values), None when ok
+    uninitialized: bool = False  # NaN where the reference has none: the poison shows through
+
+
+def flatten_outputs(value: Any) -> list[Any] | None:
+    """A tensor or a (nested) tuple/list of tensors as a flat list; None when it is anything else."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        flat: list[Any] = []
+        for item in value:
+            inner = flatten_outputs(item)
+            if inner is None:
+                return None
+            flat.extend(inner)
+        return flat
+    return None
+
+
+def describe(value: Any) -> str:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return f"tensor{tuple(value.shape)} {str(value.dtype).replace('torch.', '')} on {value.device}"
+    return type(value).__name__
+
+
+def _compare_tensor(index: int, cand: Any, ref: Any, atol: float, rtol: float) -> Comparison:
+    import torch
+
+    label = f"output {index}"
+    if tuple(cand.shape) != tuple(ref.shape):
+        return Comparison(False, error=f"{label} shape {tuple(cand.shape)} != reference {tuple(ref.shape)}")
+    if cand.dtype != ref.dtype:
+        return Comparison(False, error=f"{label} dtype {cand.dtype} != reference {ref.dtype}")
+    if cand.device != ref.device:
+        return Comparison(False, error=f"{label} on {cand.device}, reference on {ref.device}")
+    if cand.numel() == 0:
+        return Comparison(True, 0.0, 0.0)
+    if not cand.is_floating_point() and not cand.is_complex():
+        mismatches = int((cand != ref).sum())
+        if mismatches:
+            return Comparison(False, error=f"{label}: {mismatches} of {cand.numel()} values differ")
+        return Comparison(True, 0.0, 0.0)
+    c = cand.detach().double()
+    r = ref.detach().double()
+    c_nan, r_nan = c.isnan(), r.isnan()
+    uninitialized = bool((c_nan & ~r_nan).any())
+    both_finite = c.isfinite() & r.isfinite()
+    diff = (c - r).abs()
+    finite_diff = diff[both_finite]
+    max_diff = float(finite_diff.max()) if finite_diff.numel() else None
+    mean_diff = float(finite_diff.mean()) if finite_diff.numel() else None
+    within = diff <= atol + rtol * r.abs()
+    # Same NaN, same infinity count as equal; any other non-finite mismatch is a difference.
+    same_special = (c_nan & r_nan) | (~both_finite & (c == r))
+    bad = ~(within | same_special)
+    n_bad = int(bad.sum())
+    if not n_bad:
+        return Comparison(True, max_diff, mean_diff)
+    nonfinite = int((bad & ~both_finite).sum())
+    detail = f"{label}: {n_bad} of {c.numel()} values outside atol={atol:g} rtol={rtol:g}"
+    if max_diff is not None:
+        detail += f" (max_diff {max_diff:.3g})"
+    if nonfinite:
+        detail += f", {nonfinite} NaN/Inf where the reference differs"
+    return Comparison(False, max_diff, mean_diff, error=detail, uninitialized=uninitialized)
+
+
+def compare_outputs(candidate: Any, reference: Any, atol: float, rtol: float) -> Comparison:
+    """Compare a candidate's output with the reference output (tensor or tuple of tensors)."""
+    cand_list = flatten_outputs(candidate)
+    ref_list = flatten_outputs(reference)
+    if ref_list is None:
+        return Comparison(False, error=f"reference returned {describe(reference)}, not tensors")
+    if cand_list is None:
+        return Comparison(False, error=f"candidate returned {describe(candidate)}, expected tensors")
+    if len(cand_list) != len(ref_list):
+        return Comparison(False, error=f"candidate returned {len(cand_list)} tensors, reference {len(ref_list)}")
+    overall = Comparison(True, None, None)
+    means: list[float] = []
+    for index, (cand, ref) in enumerate(zip(cand_list, ref_list)):
+        part = _compare_tensor(index, cand, ref, atol, rtol)
+        if part.max_diff is not None:
+            overall.max_diff = max(overall.max_diff or 0.0, part.max_diff)
+        if part.mean_diff is not None:
+            means.append(part.mean_diff)
+        overall.uninitialized = overall.uninitialized or part.uninitialized
+        if not part.ok and overall.ok:
+            overall.ok = False
+            overall.error = part.error
+    overall.mean_diff = sum(means) / len(means) if means else None
+    return overall
+
+
+def output_nbytes(value: Any) -> list[int]:
+    return [t.numel() * t.element_size() for t in (flatten_outputs(value) or [])]
+
+
+def snapshot(tensors: list[Any]) -> list[Any]:
+    """Detached clones of the tensors in a list (non-tensors kept as they are)."""
+    import torch
+
+    return [t.detach().clone() if isinstance(t, torch.Tensor) else t for t in tensors]
+
+
+def same_bits(a: Any, b: Any) -> bool:
+    """Exact equality (NaN equal to NaN): what an unchanged tensor must satisfy."""
+    import torch
+
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+        return a == b
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        return bool(((a == b) | (a.isnan() & b.isnan())).all())
+    return bool(torch.equal(a, b))
+
+
+def changed_positions(current: list[Any], pristine: list[Any]) -> list[int]:
+    return [i for i, (now, before) in enumerate(zip(current, pristine)) if not same_bits(now, before)]
+
+
+def sync(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()

@@ -1,0 +1,200 @@
+"""Compile candidate sources into torch extensions, sandboxed and content-addressed (trusted parent side).
+
+A build runs `python -m builder.verify.compile_child` in the sandbox with only its build directory
+writable. Builds live in `<build cache>/builds/<key>/`, keyed by sha256 of (source, flags, torch version,
+GPU arch, backend); a finished build (success or compiler error) is reused, a timed-out one is not.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import re
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from builder import config
+from builder.verify import environment
+from builder.verify.sandbox import run_sandboxed
+
+SUFFIX_BY_LANGUAGE = {"cuda": ".cu", "cpp": ".cpp"}
+RESULT_FILE = "result.json"
+# A compiler diagnostic line: "file:12:3: error: ..." (gcc/clang), "file(12): error: ..." (nvcc), ninja/ld.
+ERROR_LINE = re.compile(r"(\berror\b|\bError\b|undefined reference|FAILED:)")
+CONTEXT_LINES_BEFORE = 2
+
+
+@dataclass
+class CompileResult:
+    ok: bool
+    library_path: str | None = None
+    module_name: str | None = None
+    symbol_prefix: str = ""  # "c3." when the candidate is submodule c3 of a shared build
+    error: str | None = None
+    compile_s: float = 0.0
+    cached: bool = False
+    timed_out: bool = False
+    isolation: str | None = None
+    batch_size: int = 1  # candidates sharing this build
+    cache_key: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def symbol(self) -> str:
+        return f"{self.symbol_prefix}forward"
+
+
+def compiler_excerpt(text: str, limit: int = config.ERROR_TEXT_BYTES) -> str:
+    """Bound a compiler log to `limit` bytes, keeping the first error lines (the useful part) in view."""
+    text = text.strip()
+    if len(text.encode()) <= limit:
+        return text
+    lines = text.splitlines()
+    first = next((i for i, line in enumerate(lines) if ERROR_LINE.search(line)), 0)
+    start = max(0, first - CONTEXT_LINES_BEFORE)
+    excerpt = "\n".join(lines[start:])
+    head = "[...]\n" if start else ""
+    budget = limit - len(head.encode()) - len("\n[...]")
+    cut = excerpt.encode()[:budget].decode("utf-8", errors="ignore")
+    return f"{head}{cut}\n[...]"
+
+
+def compile_flags(backend: str, fast_math: bool = False) -> tuple[list[str], list[str]]:
+    """(host cflags, nvcc cflags) for a backend. Device code is built for the present GPU only."""
+    cflags = list(config.CPU_EXTENSION_CFLAGS)
+    cuda_cflags: list[str] = []
+    if backend == "cuda":
+        cuda_cflags = list(config.CUDA_EXTENSION_CFLAGS)
+        if fast_math:
+            cuda_cflags.append(config.CUDA_FAST_MATH_FLAG)
+    return cflags, cuda_cflags
+
+
+def cache_key(source: str, flags: list[str], torch_version: str, arch: str | None, backend: str) -> str:
+    material = json.dumps([source, flags, torch_version, arch, backend])
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+def default_cache_dir() -> Path:
+    return config.CACHE_DIR / "compile"
+
+
+def _arch_env(backend: str, arch: str | None) -> dict[str, str]:
+    # torch turns TORCH_CUDA_ARCH_LIST into -gencode flags: one arch, the present GPU's.
+    return {"TORCH_CUDA_ARCH_LIST": arch} if backend == "cuda" and arch else {}
+
+
+def _read_cached(build_dir: Path) -> dict | None:
+    try:
+        data = json.loads((build_dir / RESULT_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if data.get("ok") and not Path(data.get("library_path") or "").is_file():
+        return None  # a half-deleted cache entry: rebuild
+    return data
+
+
+def build_extension(
+    source: str,
+    language: str,
+    backend: str,
+    *,
+    cache_dir: str | Path | None = None,
+    timeout_s: float = config.COMPILE_TIMEOUT_S,
+    fast_math: bool = False,
+    device_index: int = 0,
+    isolation: str | None = None,
+) -> CompileResult:
+    """Build one extension from `source` (one candidate or a shared batch) or reuse the cached build."""
+    if language not in SUFFIX_BY_LANGUAGE:
+        raise ValueError(f"cannot compile language {language!r}")
+    if backend == "cpu" and language == "cuda":
+        return CompileResult(ok=False, error="a .cu candidate needs the cuda backend (use a .cpp file for cpu)")
+    torch_version, _ = environment.torch_versions()
+    arch = environment.gpu_arch(device_index) if backend == "cuda" else None
+    cflags, cuda_cflags = compile_flags(backend, fast_math)
+    key = cache_key(source, cflags + cuda_cflags, torch_version, arch, backend)
+    root = Path(cache_dir) if cache_dir else default_cache_dir()
+    build_dir = root / "builds" / key[:32]
+    build_dir.mkdir(parents=True, exist_ok=True)
+    module_name = f"ka_{key[:16]}"
+    # One builder at a time per key: a second verifier of the same source waits, then hits the cache.
+    with open(root / "builds" / f"{key[:32]}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cached = _read_cached(build_dir)
+        if cached is not None:
+            return _to_result(cached, key, cached_hit=True)
+        source_path = build_dir / f"{module_name}{SUFFIX_BY_LANGUAGE[language]}"
+        source_path.write_text(source)
+        job_path = build_dir / "job.json"
+        result_path = build_dir / "child_result.json"
+        result_path.unlink(missing_ok=True)
+        job = {
+            "name": module_name,
+            "source_path": str(source_path),
+            "build_dir": str(build_dir),
+            "backend": backend,
+            "cflags": cflags,
+            "cuda_cflags": cuda_cflags,
+            "result_path": str(result_path),
+        }
+        job_path.write_text(json.dumps(job))
+        started = time.monotonic()
+        scratch = Path(tempfile.mkdtemp(prefix="ka-compile-"))
+        try:
+            outcome = run_sandboxed(
+                [sys.executable, "-m", "builder.verify.compile_child", str(job_path)],
+                scratch,
+                timeout_s,
+                extra_binds=[build_dir],
+                gpu=False,
+                env_extra=_arch_env(backend, arch),
+                isolation=isolation,
+            )
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        wall = time.monotonic() - started
+        if outcome.timed_out:
+            return CompileResult(
+                ok=False,
+                module_name=module_name,
+                error=f"compile timed out after {timeout_s:g} s",
+                compile_s=wall,
+                timed_out=True,
+                isolation=outcome.isolation,
+                cache_key=key,
+            )
+        try:
+            data = json.loads(result_path.read_text())
+        except (OSError, ValueError):
+            data = {
+                "ok": False,
+                "module_name": module_name,
+                "error": f"compiler process ended without a result ({outcome.describe()}): {outcome.stderr_tail}",
+            }
+        data["compile_s"] = wall
+        data["isolation"] = outcome.isolation
+        data["error"] = compiler_excerpt(data["error"]) if data.get("error") else None
+        if data.get("ok") and not Path(data.get("library_path") or "").is_file():
+            data.update(ok=False, error=f"build reported success but {data.get('library_path')} is missing")
+        (build_dir / RESULT_FILE).write_text(json.dumps(data))
+        return _to_result(data, key, cached_hit=False)
+
+
+def _to_result(data: dict, key: str, cached_hit: bool) -> CompileResult:
+    return CompileResult(
+        ok=bool(data.get("ok")),
+        library_path=data.get("library_path"),
+        module_name=data.get("module_name"),
+        error=data.get("error"),
+        compile_s=0.0 if cached_hit else float(data.get("compile_s") or 0.0),
+        cached=cached_hit,
+        isolation=data.get("isolation"),
+        cache_key=key,
+    )

@@ -1,0 +1,67 @@
+"""Compile one extension inside the sandbox: `python -m builder.verify.compile_child JOB.json`.
+
+Runs `torch.utils.cpp_extension.load`, which also imports the built module: any load-time code of the
+candidate therefore runs here, in the sandbox, never in the builder. Writes a result JSON:
+`{"ok", "library_path", "module_name", "error", "compile_s"}`.
+
+Job JSON: `{"name", "source_path", "build_dir", "backend", "cflags", "cuda_cflags", "result_path"}`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+
+def compile_job(job: dict) -> dict:
+    from torch.utils import cpp_extension
+
+    started = time.monotonic()
+    build_dir = Path(job["build_dir"])
+    cuda = job["backend"] == "cuda"
+    try:
+        module = cpp_extension.load(
+            name=job["name"],
+            sources=[job["source_path"]],
+            extra_cflags=list(job.get("cflags", [])),
+            extra_cuda_cflags=list(job.get("cuda_cflags", [])) if cuda else None,
+            build_directory=str(build_dir),
+            with_cuda=cuda,
+            verbose=False,
+        )
+    except Exception as exc:  # noqa: BLE001 - every failure becomes the candidate's compiler message
+        return {
+            "ok": False,
+            "library_path": None,
+            "module_name": job["name"],
+            "error": f"{type(exc).__name__}: {exc}",
+            "compile_s": time.monotonic() - started,
+        }
+    library = Path(getattr(module, "__file__", "") or build_dir / f"{job['name']}.so")
+    return {
+        "ok": True,
+        "library_path": str(library),
+        "module_name": job["name"],
+        "error": None,
+        "compile_s": time.monotonic() - started,
+    }
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m builder.verify.compile_child JOB.json", file=sys.stderr)
+        return 2
+    job = json.loads(Path(argv[0]).read_text())
+    try:
+        result = compile_job(job)
+    except BaseException:  # noqa: BLE001 - report, then let the parent read the file
+        result = {"ok": False, "library_path": None, "module_name": job.get("name"), "error": traceback.format_exc()}
+    Path(job["result_path"]).write_text(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

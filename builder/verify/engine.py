@@ -1,0 +1,346 @@
+"""Verification engine, trusted parent side: compile, evaluate in a fresh sandboxed child, assemble records.
+
+Candidate code never runs in this process: compilation happens in `compile_child`, evaluation in
+`child`, both under `sandbox.run_sandboxed`. This module only writes job files, reads result files
+(treated as untrusted input) and turns them into records (`verdict.assemble_record`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import queue
+import secrets
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from builder import config
+from builder.candidates import Candidate
+from builder.tasks import Task
+from builder.verify import batching, environment, verdict
+from builder.verify.compile import CompileResult, build_extension
+from builder.verify.pool import CHILD_MODULE, EvalPool, PooledChild, build_job, child_env, read_result, run_child
+from builder.verify.sandbox import resolve_isolation
+from schemas import KernelRecord
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class VerifyOptions:
+    backend: str = "cpu"
+    timeout_s: float = config.RUN_TIMEOUT_S
+    compile_timeout_s: float = config.COMPILE_TIMEOUT_S
+    atol: float | None = None  # None: the task's tolerance (per dtype, or the task's TOLERANCE)
+    rtol: float | None = None
+    trials: int = config.DEFAULT_TRIALS
+    seeds: list[int] | None = None  # None: drawn from `secrets` per build (per Verifier / verify call)
+    profile: bool = False
+    timed_calls: int = config.TIMED_CALLS
+    warmup_calls: int = config.WARMUP_CALLS
+    timing_budget_s: float = config.TIMING_BUDGET_S
+    device_index: int = 0
+    baseline_cache_dir: Path | None = None  # None: config.CACHE_DIR / "baselines"
+    build_cache_dir: Path | None = None  # None: config.CACHE_DIR / "compile"
+    fast_math: bool = False
+    isolation: str | None = None  # None: bwrap when usable, else process
+    compile_workers: int = config.COMPILE_WORKERS
+    batch_size: int = config.COMPILE_BATCH_SIZE
+    prestart: int = config.EVAL_POOL_SIZE  # pre-started evaluation children per worker in stream()
+    child_module: str = CHILD_MODULE  # the untrusted-side entry point (tests point it at a fake)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.backend not in ("cuda", "cpu"):
+            raise ValueError(f"backend must be cuda or cpu, not {self.backend!r}")
+
+    def with_seeds(self) -> VerifyOptions:
+        """These options with seeds fixed: the given ones, or `trials` fresh secret ones."""
+        if self.seeds:
+            return self
+        return replace(self, seeds=[secrets.randbits(config.SEED_BITS) for _ in range(max(1, self.trials))])
+
+
+def compile_candidate(candidate: Candidate, task: Task, options: VerifyOptions) -> CompileResult:
+    """Compile one candidate alone (cached). Python candidates need no build."""
+    if candidate.language == "python":
+        return CompileResult(ok=True)
+    return build_extension(
+        candidate.source,
+        candidate.language,
+        options.backend,
+        cache_dir=options.build_cache_dir,
+        timeout_s=options.compile_timeout_s,
+        fast_math=options.fast_math,
+        device_index=options.device_index,
+        isolation=options.isolation,
+    )
+
+
+def _static_flags(candidate: Candidate) -> set[str]:
+    try:
+        from builder.verify import static_scan
+    except ModuleNotFoundError as exc:  # the child-side module is written separately
+        log.warning("static scan unavailable (%s): no static flags", exc)
+        return set()
+    return verdict.known_flags(static_scan.scan(candidate.source, candidate.language))
+
+
+def _extra_fields(options: VerifyOptions, task: Task) -> dict[str, Any]:
+    atol, rtol = task.tolerances()
+    extra = environment.environment_fields(options.backend, options.device_index)
+    extra.update(
+        atol=options.atol if options.atol is not None else atol,
+        rtol=options.rtol if options.rtol is not None else rtol,
+        seeds=list(options.seeds or []),
+        isolation=resolve_isolation(options.isolation),
+    )
+    return extra
+
+
+def evaluate_compiled(compiled: CompileResult, candidate: Candidate, task: Task, options: VerifyOptions,
+                      pooled: PooledChild | None = None, baselines: BaselineCache | None = None,
+                      ) -> KernelRecord:  # fmt: skip
+    """Evaluate a compiled candidate in a fresh sandboxed child and assemble its record."""
+    options = options.with_seeds()
+    base = verdict.base_fields(candidate, task, options.backend)
+    extra = _extra_fields(options, task)
+    extra["compile_s"] = compiled.compile_s
+    static_flags = _static_flags(candidate)
+    if not compiled.ok:
+        if pooled is not None:
+            pooled.discard()
+        status = "timeout" if compiled.timed_out else "compile_error"
+        record = verdict.assemble_record(base, status=status, error=compiled.error, static_flags=static_flags,
+                                         extra=extra)  # fmt: skip
+        return attach_profiles(record, candidate, task, options, compiled)
+    scratch = pooled.scratch if pooled is not None else Path(tempfile.mkdtemp(prefix="ka-eval-"))
+    try:
+        job = build_job(task, candidate, compiled, options, "evaluate", scratch)
+        result, outcome = run_child(job, scratch, options, options.timeout_s, pooled)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    extra["eval_s"] = outcome.wall_s
+    extra["isolation"] = outcome.isolation
+    if outcome.timed_out:
+        status, error, result = "timeout", f"evaluation timed out after {options.timeout_s:g} s; process group killed", None
+    elif result is None:
+        tail = outcome.stderr_tail.strip()
+        status, error = "crash", f"child ended without a result ({outcome.describe()}); stderr tail:\n{tail}"
+    else:
+        status, error = str(result.get("status")), result.get("error")
+    baseline = None
+    runtime = (result or {}).get("runtime")
+    if status == "correct" and isinstance(runtime, dict) and runtime.get("median_ms"):
+        baselines = baselines or BaselineCache(options.baseline_cache_dir)
+        baseline = baselines.get(task, options)
+    record = verdict.assemble_record(base, status=status, error=error, result=result, static_flags=static_flags,
+                                     baseline=baseline, extra=extra)  # fmt: skip
+    return attach_profiles(record, candidate, task, options, compiled)
+
+
+class BaselineCache:
+    """Eager and torch.compile timings, measured by the child in mode "baseline" once per
+    (task source, backend, device, torch version, size) and kept as JSON files."""
+
+    def __init__(self, directory: Path | None) -> None:
+        self.directory = Path(directory) if directory else config.CACHE_DIR / "baselines"
+        self._lock = threading.Lock()
+
+    def key(self, task: Task, options: VerifyOptions) -> str:
+        env = environment.environment_fields(options.backend, options.device_index)
+        size = "full" if options.backend == "cuda" else "cpu"
+        material = json.dumps([task.source, options.backend, env["gpu_name"], env["torch_version"], size])
+        return f"{task.level}_{task.number}_{hashlib.sha256(material.encode()).hexdigest()[:24]}"
+
+    def get(self, task: Task, options: VerifyOptions) -> dict[str, Any] | None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        key = self.key(task, options)
+        path = self.directory / f"{key}.json"
+        # Thread lock for the workers of one Verifier, file lock for parallel builder processes.
+        with self._lock, open(self.directory / f"{key}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            cached = read_result(path)
+            if cached is not None:
+                return cached
+            scratch = Path(tempfile.mkdtemp(prefix="ka-baseline-"))
+            try:
+                job = build_job(task, None, None, options, "baseline", scratch)
+                result, outcome = run_child(job, scratch, options, config.BASELINE_TIMEOUT_S)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+            if result is None or verdict.speedup(result.get("eager_ms"), 1.0) is None:
+                log.warning("baseline of task %s failed (%s)", task.id, outcome.describe())
+                return None
+            baseline = {k: result.get(k) for k in ("eager_ms", "compile_ms", "timing_method", "runtime")}
+            path.write_text(json.dumps(baseline))
+            return baseline
+
+
+def _profile_error(exc: BaseException) -> str:
+    return json.dumps({"error": f"{type(exc).__name__}: {exc}"[: config.ERROR_TEXT_BYTES]})
+
+
+def attach_profiles(record: KernelRecord, candidate: Candidate, task: Task, options: VerifyOptions,
+                    compiled: CompileResult) -> KernelRecord:  # fmt: skip
+    """clang-tidy (parent, reads text) and Nsight Compute (a sandboxed child under ncu) when asked for.
+    A missing or failing profiler leaves {"error": reason}, never a failed record."""
+    if not options.profile:
+        return record
+    if candidate.language in ("cuda", "cpp"):
+        try:
+            from builder.profile import clang_tidy
+
+            arch = environment.gpu_arch(options.device_index) if options.backend == "cuda" else None
+            tidy = clang_tidy.run_clang_tidy(candidate.source, candidate.language, arch=arch,
+                                             timeout_s=config.CLANG_TIDY_TIMEOUT_S)  # fmt: skip
+            record.clang_tidy = json.dumps(tidy)
+            diagnostics = tidy.get("diagnostics") if isinstance(tidy, dict) else None
+            if isinstance(diagnostics, list):
+                record.clang_tidy_warnings = sum(1 for d in diagnostics if d.get("severity") == "warning")
+        except Exception as exc:  # noqa: BLE001 - a profiler never fails a build
+            record.clang_tidy = _profile_error(exc)
+    if options.backend == "cuda" and record.status == "correct" and compiled.ok:
+        record = _attach_ncu(record, candidate, task, options, compiled)
+    return record
+
+
+def _attach_ncu(record: KernelRecord, candidate: Candidate, task: Task, options: VerifyOptions,
+                compiled: CompileResult) -> KernelRecord:  # fmt: skip
+    scratch = Path(tempfile.mkdtemp(prefix="ka-ncu-"))
+    try:
+        from builder.profile import ncu
+
+        if ncu.ncu_available() is None:
+            record.ncu_profile = json.dumps({"error": "ncu not available"})
+            return record
+        report = scratch / "profile.ncu-rep"
+        job = build_job(task, candidate, compiled, options, "ncu", scratch)
+        _, outcome = run_child(job, scratch, options, config.NCU_TIMEOUT_S, argv_prefix=ncu.ncu_argv(str(report)))
+        if outcome.timed_out or not report.exists():
+            record.ncu_profile = json.dumps({"error": f"ncu run failed ({outcome.describe()})"})
+            return record
+        profile = ncu.parse_report(str(report))
+        record.ncu_profile = json.dumps(profile)
+        for name, value in (ncu.promote(profile) or {}).items():
+            if name.startswith("ncu_") and hasattr(record, name):
+                setattr(record, name, value)
+    except Exception as exc:  # noqa: BLE001 - a profiler never fails a build
+        record.ncu_profile = _profile_error(exc)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return record
+
+
+def verify(candidate: Candidate, task: Task, options: VerifyOptions) -> KernelRecord:
+    """Compile and evaluate one candidate (what `kernel-archive verify` runs)."""
+    options = options.with_seeds()
+    compiled = compile_candidate(candidate, task, options)
+    return evaluate_compiled(compiled, candidate, task, options)
+
+
+_DONE = object()
+
+
+class Verifier:
+    """Many candidates: a compile pool on the CPU cores pipelined with one evaluation worker per GPU."""
+
+    def __init__(self, options: VerifyOptions) -> None:
+        self.options = options.with_seeds()  # one draw per build: every candidate sees the same trials
+        self.baselines = BaselineCache(self.options.baseline_cache_dir)
+
+    def _build(self, source: str, language: str) -> CompileResult:
+        o = self.options
+        return build_extension(source, language, o.backend, cache_dir=o.build_cache_dir,
+                               timeout_s=o.compile_timeout_s, fast_math=o.fast_math,
+                               device_index=o.device_index, isolation=o.isolation)  # fmt: skip
+
+    def _eval_workers(self) -> int:
+        return max(1, environment.gpu_count()) if self.options.backend == "cuda" else 1
+
+    def stream(self, pairs: Iterable[tuple[Candidate, Task]]) -> Iterator[KernelRecord]:
+        """Yield one record per (candidate, task), in completion order."""
+        workers = self._eval_workers()
+        work: queue.Queue = queue.Queue(maxsize=max(2, workers * self.options.batch_size))
+        records: queue.Queue = queue.Queue()
+        source = iter(pairs)
+        stop = threading.Event()
+
+        def produce() -> None:
+            try:
+                with ThreadPoolExecutor(max(1, self.options.compile_workers)) as executor:
+                    window_size = max(1, self.options.batch_size) * max(1, self.options.compile_workers)
+                    while not stop.is_set() and (window := list(islice(source, window_size))):
+                        sources = [(c.source, c.language) for c, _ in window]
+                        for index, (candidate, _) in enumerate(window):
+                            if candidate.language == "python":
+                                work.put((window[index], CompileResult(ok=True)))
+
+                        def ready(index: int, result: CompileResult, window: list = window) -> None:
+                            work.put((window[index], result))
+
+                        batching.compile_many(sources, self._build, self.options.batch_size, executor, ready)
+            except BaseException as exc:  # noqa: BLE001 - surfaced by stream() in the caller's thread
+                records.put(exc)
+            finally:
+                for _ in range(workers):
+                    work.put(_DONE)
+
+        def evaluate(device_index: int) -> None:
+            options = replace(self.options, device_index=device_index)
+            try:
+                pool = EvalPool(options.prestart, options.backend == "cuda", child_env(options),
+                                options.isolation, options.child_module)  # fmt: skip
+                pools.append(pool)
+                with pool:
+                    while (item := work.get()) is not _DONE:
+                        (candidate, task), compiled = item
+                        pooled = pool.take() if compiled.ok else None
+                        records.put(evaluate_compiled(compiled, candidate, task, options, pooled, self.baselines))
+            except BaseException as exc:  # noqa: BLE001
+                records.put(exc)
+            finally:
+                records.put(_DONE)
+
+        pools: list[EvalPool] = []
+        threads = [threading.Thread(target=produce, daemon=True)]
+        threads += [threading.Thread(target=evaluate, args=(i,), daemon=True) for i in range(workers)]
+        for thread in threads:
+            thread.start()
+        finished = 0
+        try:
+            while finished < workers:
+                item = records.get()
+                if item is _DONE:
+                    finished += 1
+                elif isinstance(item, BaseException):
+                    raise item
+                else:
+                    yield item
+        finally:
+            stop.set()
+            while True:  # unblock a producer waiting on a full queue
+                try:
+                    work.get_nowait()
+                except queue.Empty:
+                    break
+            for _ in range(workers):  # and let idle evaluation workers finish
+                try:
+                    work.put_nowait(_DONE)
+                except queue.Full:
+                    break
+            for pool in pools:  # pre-started children must not outlive the stream
+                pool.close()
+            started = time.monotonic()
+            for thread in threads:
+                thread.join(timeout=max(0.1, config.SANDBOX_KILL_GRACE_S - (time.monotonic() - started)))

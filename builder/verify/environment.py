@@ -1,0 +1,111 @@
+"""The machine a record was verified on: GPU, driver, CUDA, torch, nvcc and builder versions.
+
+Read with `nvidia-smi` and `nvcc --version` rather than by initialising CUDA in the builder process
+(the parent stays free of a CUDA context; children own the GPU).
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+SMI_TIMEOUT_S = 20.0
+
+
+def _run(argv: list[str]) -> str | None:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=SMI_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+@functools.lru_cache(maxsize=8)
+def gpu_info(index: int = 0) -> dict[str, str] | None:
+    """{"name", "compute_capability", "driver_version"} of GPU `index`, or None without a GPU."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    out = _run(
+        ["nvidia-smi", f"--id={index}", "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"]
+    )
+    if not out or "," not in out:
+        return None
+    name, cap, driver = (part.strip() for part in out.strip().splitlines()[0].split(",")[:3])
+    return {"name": name, "compute_capability": cap, "driver_version": driver}
+
+
+def gpu_count() -> int:
+    out = _run(["nvidia-smi", "-L"]) if shutil.which("nvidia-smi") else None
+    return len([line for line in (out or "").splitlines() if line.startswith("GPU ")])
+
+
+def gpu_arch(index: int = 0) -> str | None:
+    """Compute capability like "9.0" (the only arch we build for), or None without a GPU."""
+    info = gpu_info(index)
+    return info["compute_capability"] if info else None
+
+
+@functools.lru_cache(maxsize=1)
+def nvcc_version() -> str | None:
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
+    out = _run([nvcc, "--version"]) if nvcc else None
+    match = re.search(r"release ([\d.]+)", out or "")
+    return match.group(1) if match else None
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+@functools.lru_cache(maxsize=1)
+def torch_versions() -> tuple[str, str | None]:
+    import torch
+
+    return torch.__version__, torch.version.cuda
+
+
+@functools.lru_cache(maxsize=1)
+def builder_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("verified-kernel-archive")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def environment_fields(backend: str, device_index: int = 0) -> dict[str, str | None]:
+    """Record fields of the environment group (seed_policy and created_at are set by the engine)."""
+    torch_version, cuda_version = torch_versions()
+    fields: dict[str, str | None] = {
+        "torch_version": torch_version,
+        "cuda_version": cuda_version,
+        "builder_version": builder_version(),
+        "gpu_name": None,
+        "compute_capability": None,
+        "driver_version": None,
+        "nvcc_version": None,
+    }
+    if backend == "cuda":
+        info = gpu_info(device_index)
+        if info:
+            fields.update(
+                gpu_name=info["name"],
+                compute_capability=info["compute_capability"],
+                driver_version=info["driver_version"],
+            )
+        fields["nvcc_version"] = nvcc_version()
+    else:
+        fields["gpu_name"] = cpu_name()
+    return fields

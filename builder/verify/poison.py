@@ -1,0 +1,102 @@
+"""Fill the allocator's free memory with NaN before each candidate call (untrusted child side).
+
+A kernel that allocates its output with `empty_like` and writes only part of it must not inherit valid
+numbers from a buffer the reference (or an earlier call) freed. After poisoning, the unwritten part
+holds NaN, which `checks` reports as `uninitialized_output`.
+
+CUDA: PyTorch's caching allocator keeps freed blocks for reuse, so NaN tensors allocated and released
+here are handed out again to the candidate's allocations (large blocks are split, small ones come from
+the same 2 MiB segments). CPU: glibc malloc reuses freed heap chunks; `configure_cpu_allocator` stops it
+from returning large blocks to the OS (which would come back as zero pages). The CPU poison is best
+effort for tiny outputs; the NaN check in `checks` does not depend on it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+
+from builder import config
+
+_GLIBC_M_TRIM_THRESHOLD = -1
+_GLIBC_M_MMAP_THRESHOLD = -3
+_cpu_allocator_configured = False
+
+
+def configure_cpu_allocator() -> bool:
+    """Keep freed blocks up to CPU_MALLOC_MMAP_THRESHOLD in the heap (glibc only). True when applied."""
+    global _cpu_allocator_configured
+    if _cpu_allocator_configured:
+        return True
+    name = ctypes.util.find_library("c")
+    if not name:
+        return False
+    try:
+        libc = ctypes.CDLL(name)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # not glibc (musl, macOS): poison stays best effort
+        return False
+    ok_mmap = mallopt(_GLIBC_M_MMAP_THRESHOLD, config.CPU_MALLOC_MMAP_THRESHOLD)
+    ok_trim = mallopt(_GLIBC_M_TRIM_THRESHOLD, config.CPU_MALLOC_TRIM_THRESHOLD)
+    _cpu_allocator_configured = bool(ok_mmap and ok_trim)
+    return _cpu_allocator_configured
+
+
+def _nan_buffer(nbytes: int, device: str):
+    import torch
+
+    # float32 NaN bit patterns also read as NaN through float16/bfloat16/float64 views of the bytes.
+    return torch.full(((max(nbytes, 4) + 3) // 4,), float("nan"), dtype=torch.float32, device=device)
+
+
+def poison_cuda(output_bytes: list[int]) -> int:
+    """Allocate, NaN-fill and release GPU memory; returns the bytes poisoned."""
+    import torch
+
+    free, _total = torch.cuda.mem_get_info()
+    budget = min(config.POISON_BYTES, int(free * config.POISON_FREE_FRACTION))
+    buffers = []
+    poisoned = 0
+    # Output-sized blocks first: the allocator prefers an exact-size cached block for the next request.
+    for nbytes in output_bytes:
+        for _ in range(2):
+            if poisoned + nbytes > budget:
+                break
+            buffers.append(_nan_buffer(nbytes, "cuda"))
+            poisoned += nbytes
+    while poisoned < budget:
+        chunk = min(config.POISON_CHUNK_BYTES, budget - poisoned)
+        if chunk < (1 << 20):
+            break
+        try:
+            buffers.append(_nan_buffer(chunk, "cuda"))
+        except torch.OutOfMemoryError:
+            break
+        poisoned += chunk
+    # Released to the caching allocator (not to the driver: no empty_cache), so the candidate gets them.
+    del buffers
+    return poisoned
+
+
+def poison_cpu(output_bytes: list[int]) -> int:
+    """Allocate, NaN-fill and free heap buffers near each output's size; returns the bytes poisoned."""
+    configure_cpu_allocator()
+    buffers = []
+    poisoned = 0
+    for nbytes in output_bytes:
+        # Slightly larger sizes too: aligned allocations carve a request out of a bigger free chunk, and
+        # adjacent freed buffers coalesce into one NaN-filled region that later requests are split from.
+        for extra in (0, 64, 128, 256, 512, 1024, 4096):
+            buffers.append(_nan_buffer(nbytes + extra, "cpu"))
+        for _ in range(config.POISON_CPU_COPIES):
+            buffers.append(_nan_buffer(nbytes, "cpu"))
+        poisoned += nbytes * (config.POISON_CPU_COPIES + 7)
+    del buffers
+    return poisoned
+
+
+def poison_free_memory(device: str, output_bytes: list[int]) -> int:
+    """Poison the allocator that the candidate's next allocations on `device` will come from."""
+    if device == "cuda":
+        return poison_cuda(output_bytes)
+    return poison_cpu(output_bytes)

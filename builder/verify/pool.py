@@ -1,0 +1,192 @@
+"""Pre-started one-shot evaluation processes (trusted parent side).
+
+Starting an evaluation child costs seconds (Python, torch import, CUDA context). A pool keeps a few
+children started with `python -m builder.verify.child -`: each does its imports and CUDA init, then
+blocks reading one job path from stdin. Taking a process from the pool starts its replacement at once,
+so the next candidate's start-up overlaps the current candidate's run. Each process still serves
+exactly one candidate and is killed with its whole group afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+from collections import deque
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from builder.verify.sandbox import ChildOutcome, SandboxedProcess, run_sandboxed
+
+if TYPE_CHECKING:
+    from builder.candidates import Candidate
+    from builder.tasks import Task
+    from builder.verify.compile import CompileResult
+    from builder.verify.engine import VerifyOptions
+
+CHILD_MODULE = "builder.verify.child"
+MAX_RESULT_BYTES = 16 << 20  # a result file larger than this is not a result: crash
+
+
+def child_argv(job_arg: str, module: str = CHILD_MODULE) -> list[str]:
+    return [sys.executable, "-m", module, job_arg]
+
+
+class PooledChild:
+    """A started child waiting for its job path on stdin, with the scratch dir it was started in."""
+
+    def __init__(self, scratch: Path, process: SandboxedProcess) -> None:
+        self.scratch = scratch
+        self.process = process
+
+    def discard(self) -> None:
+        if self.process.alive():
+            self.process.kill()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+class EvalPool:
+    """`size` children kept started for one evaluation worker (one GPU)."""
+
+    def __init__(
+        self,
+        size: int,
+        gpu: bool,
+        env_extra: dict[str, str] | None = None,
+        isolation: str | None = None,
+        child_module: str = CHILD_MODULE,
+    ) -> None:
+        self.size = max(1, size)
+        self.gpu = gpu
+        self.env_extra = dict(env_extra or {})
+        self.isolation = isolation
+        self.child_module = child_module
+        self._ready: deque[PooledChild] = deque()
+        self._lock = threading.Lock()
+        self._closed = False
+        self.started_count = 0
+        self._fill()
+
+    def _start_one(self) -> PooledChild:
+        scratch = Path(tempfile.mkdtemp(prefix="ka-eval-"))
+        process = SandboxedProcess(
+            child_argv("-", self.child_module),
+            scratch,
+            gpu=self.gpu,
+            env_extra=self.env_extra,
+            isolation=self.isolation,
+            stdin_pipe=True,
+        )
+        self.started_count += 1
+        return PooledChild(scratch, process)
+
+    def _fill(self) -> None:
+        with self._lock:
+            while not self._closed and len(self._ready) < self.size:
+                self._ready.append(self._start_one())
+
+    def take(self) -> PooledChild:
+        """A started child (a fresh one if the waiting child died); its replacement starts now."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("evaluation pool is closed")
+            child = None
+            while self._ready and child is None:
+                candidate = self._ready.popleft()
+                if candidate.process.alive():
+                    child = candidate
+                else:
+                    candidate.discard()
+            if child is None:
+                child = self._start_one()
+        self._fill()
+        return child
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            while self._ready:
+                self._ready.popleft().discard()
+
+    def __enter__(self) -> EvalPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# --- one evaluation child: job file in, result file out (contract in docs/architecture.md) ----------
+
+
+def child_env(options: VerifyOptions) -> dict[str, str]:
+    if options.backend != "cuda":
+        return {"CUDA_VISIBLE_DEVICES": ""}
+    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    device = visible[options.device_index] if options.device_index < len(visible) else str(options.device_index)
+    return {"CUDA_VISIBLE_DEVICES": device}  # the child sees its GPU as cuda:0
+
+
+def build_job(task: Task, candidate: Candidate | None, compiled: CompileResult | None, options: VerifyOptions,
+         mode: str, scratch: Path) -> dict[str, Any]:  # fmt: skip
+    atol, rtol = task.tolerances()
+    job: dict[str, Any] = {
+        "mode": mode,
+        "task_path": str(task.path),
+        "task_size": "full" if options.backend == "cuda" else "cpu",
+        "backend": options.backend,
+        "language": candidate.language if candidate else None,
+        "library_path": compiled.library_path if compiled else None,
+        "module_name": compiled.module_name if compiled else None,
+        "symbol": compiled.symbol if compiled else "forward",
+        "python_path": None,
+        "seeds": list(options.seeds or []),
+        "atol": options.atol if options.atol is not None else atol,
+        "rtol": options.rtol if options.rtol is not None else rtol,
+        "trials": len(options.seeds or []) or options.trials,
+        "timed_calls": options.timed_calls,
+        "warmup_calls": options.warmup_calls,
+        "timing_budget_s": options.timing_budget_s,
+        "profile": options.profile,
+        "result_path": str(scratch / "result.json"),
+    }
+    if candidate is not None and candidate.language == "python":
+        python_path = scratch / "candidate_model.py"
+        python_path.write_text(candidate.source)
+        job["python_path"] = str(python_path)
+    return job
+
+
+def read_result(path: Path) -> dict[str, Any] | None:
+    """The child's result JSON, or None when missing, oversized or not a JSON object."""
+    try:
+        if path.stat().st_size > MAX_RESULT_BYTES:
+            return None
+        data = json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def run_child(job: dict[str, Any], scratch: Path, options: VerifyOptions, timeout_s: float,
+              pooled: PooledChild | None = None, argv_prefix: list[str] | None = None,
+              ) -> tuple[dict[str, Any] | None, ChildOutcome]:  # fmt: skip
+    """Write the job into the scratch dir, run the child (pooled or fresh), read its result."""
+    job_path = scratch / "job.json"
+    job_path.write_text(json.dumps(job))
+    if pooled is not None:
+        pooled.process.restart_clock()
+        pooled.process.send(str(job_path))
+        outcome = pooled.process.wait(timeout_s)
+    else:
+        outcome = run_sandboxed(
+            [*(argv_prefix or []), *child_argv(str(job_path), options.child_module)],
+            scratch,
+            timeout_s,
+            gpu=options.backend == "cuda",
+            env_extra=child_env(options),
+            isolation=options.isolation,
+        )
+    return read_result(Path(job["result_path"])), outcome

@@ -1,0 +1,272 @@
+"""Run an untrusted child process in a sandbox (trusted parent side).
+
+The child gets its own session (so its whole process group can be killed), an environment scrubbed to
+`config.SANDBOX_ENV_ALLOW`, its scratch directory as cwd and HOME, resource limits, and bounded logs.
+When bubblewrap works it also gets a read-only root, a private /tmp, no network and a private PID
+namespace that dies with it. Without bubblewrap ("process" isolation) a per-run marker in the
+environment lets the parent find and kill descendants that escaped the process group (setsid).
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import resource
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import psutil
+
+from builder import config
+
+# Every sandboxed process carries this variable; its value is unique per run (see _sweep_marked).
+MARKER_ENV = "KA_SANDBOX_RUN"
+ISOLATIONS = ("bwrap", "process")
+
+
+@dataclass
+class ChildOutcome:
+    returncode: int | None
+    signal: int | None
+    timed_out: bool
+    stdout_tail: str
+    stderr_tail: str
+    wall_s: float
+    isolation: str
+
+    def describe(self) -> str:
+        """One line naming how the child ended (for `crash`/`timeout` error texts)."""
+        if self.timed_out:
+            return f"timed out after {self.wall_s:.1f} s"
+        if self.signal is not None:
+            try:
+                name = signal.Signals(self.signal).name
+            except ValueError:
+                name = f"signal {self.signal}"
+            return f"killed by {name}"
+        return f"exit code {self.returncode}"
+
+
+@functools.lru_cache(maxsize=1)
+def bwrap_usable() -> bool:
+    """Whether bubblewrap can build our sandbox here (installed is not enough in some containers)."""
+    exe = shutil.which("bwrap")
+    if exe is None:
+        return False
+    probe = [exe, *_bwrap_base_args(scratch=None, extra_binds=(), gpu=False), "true"]
+    try:
+        done = subprocess.run(probe, capture_output=True, timeout=config.BWRAP_PROBE_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+def resolve_isolation(requested: str | None = None) -> str:
+    """`bwrap` when requested-or-auto and usable; `process` otherwise (warning when bwrap was asked for)."""
+    if requested not in (None, *ISOLATIONS):
+        raise ValueError(f"isolation must be one of {ISOLATIONS}, not {requested!r}")
+    if requested == "process":
+        return "process"
+    if bwrap_usable():
+        return "bwrap"
+    if requested == "bwrap":
+        warnings.warn("bubblewrap is not usable here; falling back to process isolation", stacklevel=2)
+    return "process"
+
+
+def _gpu_device_nodes() -> list[str]:
+    return sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri/*"))
+
+
+def _bwrap_base_args(scratch: Path | None, extra_binds: Sequence[str | Path], gpu: bool) -> list[str]:
+    args = ["--ro-bind", "/", "/", "--dev", "/dev"]
+    if gpu:
+        for node in _gpu_device_nodes():
+            args += ["--dev-bind", node, node]
+    args += ["--proc", "/proc", "--tmpfs", "/tmp"]
+    # Binds come after --tmpfs /tmp so a scratch dir under /tmp is visible inside the private /tmp.
+    for path in [*([scratch] if scratch else []), *extra_binds]:
+        args += ["--bind", str(path), str(path)]
+    args += ["--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session"]
+    return args
+
+
+def sandbox_env(scratch: Path, marker: str, env_extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The child's whole environment: allow-listed variables plus what `python -m builder.verify...` needs."""
+    env = {name: os.environ[name] for name in config.SANDBOX_ENV_ALLOW if name in os.environ}
+    # The interpreter's own bin dir first: ninja and friends live next to the venv's python.
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "/usr/bin:/bin")])
+    env["PYTHONPATH"] = str(config.REPO_ROOT)
+    env["HOME"] = str(scratch)
+    env["TMPDIR"] = str(scratch)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(env_extra or {})
+    env[MARKER_ENV] = marker
+    return env
+
+
+def _limit_resources() -> None:
+    """preexec_fn: runs in the child between fork and exec."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (config.CHILD_FILE_SIZE_LIMIT, config.CHILD_FILE_SIZE_LIMIT))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    limit = config.CHILD_MAX_PROCESSES if hard == resource.RLIM_INFINITY else min(config.CHILD_MAX_PROCESSES, hard)
+    resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
+    resource.setrlimit(resource.RLIMIT_CPU, (config.CHILD_CPU_SECONDS, config.CHILD_CPU_SECONDS))
+
+
+def _tail(handle: IO[bytes], limit: int) -> str:
+    handle.flush()
+    size = handle.seek(0, os.SEEK_END)
+    handle.seek(max(0, size - limit))
+    return handle.read().decode("utf-8", errors="replace")
+
+
+def _sweep_marked(marker: str) -> int:
+    """Kill every process whose environment carries this run's marker (escaped setsid descendants)."""
+    needle = f"{MARKER_ENV}={marker}".encode()
+    killed = 0
+    for proc in psutil.process_iter(["pid"]):
+        if proc.pid == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{proc.pid}/environ", "rb") as fh:
+                if needle not in fh.read().split(b"\0"):
+                    continue
+            proc.kill()
+            killed += 1
+        except (OSError, psutil.Error):
+            continue
+    return killed
+
+
+class SandboxedProcess:
+    """A started sandboxed child. `send` writes to its stdin; `wait` ends it and everything it started."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        scratch_dir: str | Path,
+        extra_binds: Sequence[str | Path] = (),
+        gpu: bool = True,
+        env_extra: dict[str, str] | None = None,
+        isolation: str | None = None,
+        stdin_pipe: bool = False,
+    ) -> None:
+        self.scratch = Path(scratch_dir).resolve()
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        self.isolation = resolve_isolation(isolation)
+        self.marker = secrets.token_hex(16)
+        env = sandbox_env(self.scratch, self.marker, env_extra)
+        command = list(argv)
+        if self.isolation == "bwrap":
+            bwrap = shutil.which("bwrap") or "bwrap"
+            command = [bwrap, *_bwrap_base_args(self.scratch, extra_binds, gpu), "--chdir", str(self.scratch), *command]
+        # Anonymous files: the parent keeps the only name-less handle, the child gets the fd.
+        self._stdout = tempfile.TemporaryFile()
+        self._stderr = tempfile.TemporaryFile()
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            command,
+            cwd=self.scratch,
+            env=env,
+            stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
+            stdout=self._stdout,
+            stderr=self._stderr,
+            start_new_session=True,
+            preexec_fn=_limit_resources,
+            close_fds=True,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def send(self, line: str) -> None:
+        """Write one line to the child's stdin and close it (the pool hands over the job path this way)."""
+        assert self.proc.stdin is not None, "started without stdin_pipe"
+        try:
+            self.proc.stdin.write(line.rstrip("\n").encode() + b"\n")
+            self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass  # the child already died; wait() reports how
+
+    def restart_clock(self) -> None:
+        """Count the timeout and wall time from now (a pre-started process idles before its job)."""
+        self.started = time.monotonic()
+
+    def kill(self) -> None:
+        """SIGKILL the child's process group and every marked escapee; reap the child."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        _sweep_marked(self.marker)
+        try:
+            self.proc.wait(timeout=config.SANDBOX_KILL_GRACE_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def wait(self, timeout_s: float) -> ChildOutcome:
+        remaining = max(0.0, timeout_s - (time.monotonic() - self.started))
+        timed_out = False
+        try:
+            self.proc.wait(timeout=remaining)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        wall_s = time.monotonic() - self.started
+        # Also after a normal exit: nothing the child started may outlive it.
+        self.kill()
+        returncode = self.proc.returncode
+        sig = None
+        if not timed_out:
+            if returncode is not None and returncode < 0:
+                sig = -returncode
+            elif self.isolation == "bwrap" and returncode is not None and 128 < returncode <= 128 + 64:
+                sig = returncode - 128  # bwrap reports a signalled child as 128 + signal
+        outcome = ChildOutcome(
+            returncode=None if timed_out else returncode,
+            signal=sig,
+            timed_out=timed_out,
+            stdout_tail=_tail(self._stdout, config.LOG_TAIL_BYTES),
+            stderr_tail=_tail(self._stderr, config.LOG_TAIL_BYTES),
+            wall_s=wall_s,
+            isolation=self.isolation,
+        )
+        self._stdout.close()
+        self._stderr.close()
+        return outcome
+
+
+def run_sandboxed(
+    argv: Sequence[str],
+    scratch_dir: str | Path,
+    timeout_s: float,
+    extra_binds: Sequence[str | Path] = (),
+    gpu: bool = True,
+    env_extra: dict[str, str] | None = None,
+    isolation: str | None = None,
+) -> ChildOutcome:
+    """Run argv sandboxed to completion or timeout; the whole process tree is gone when this returns."""
+    child = SandboxedProcess(argv, scratch_dir, extra_binds, gpu, env_extra, isolation)
+    try:
+        return child.wait(timeout_s)
+    except BaseException:
+        child.kill()
+        raise

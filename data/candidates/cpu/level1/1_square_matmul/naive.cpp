@@ -1,0 +1,24 @@
+// Square matmul on the CPU: one dot product per output element, i-j-k order.
+#include <torch/extension.h>
+
+torch::Tensor forward(torch::Tensor a, torch::Tensor b) {
+    TORCH_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0), "expected (n, k) @ (k, m)");
+    TORCH_CHECK(a.scalar_type() == torch::kFloat32 && b.scalar_type() == torch::kFloat32, "float32 only");
+    a = a.contiguous();
+    b = b.contiguous();
+    const int64_t n = a.size(0), k = a.size(1), m = b.size(1);
+    auto c = torch::empty({n, m}, a.options());
+    const float* pa = a.data_ptr<float>();
+    const float* pb = b.data_ptr<float>();
+    float* pc = c.data_ptr<float>();
+    for (int64_t i = 0; i < n; ++i) {
+        for (int64_t j = 0; j < m; ++j) {
+            float acc = 0.0f;
+            for (int64_t p = 0; p < k; ++p) acc += pa[i * k + p] * pb[p * m + j];
+            pc[i * m + j] = acc;
+        }
+    }
+    return c;
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward, "square matmul (naive, CPU)"); }

@@ -1,0 +1,32 @@
+"""HardTanh clamping to [-1, 1]; inputs are spread so that both clamps and the linear part occur."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+OP_CATEGORY = "activation"
+DTYPE = "float32"
+CPU_SIZE = {"batch_size": 64, "dim": 4096}
+
+batch_size = 4096
+dim = 16384
+
+
+def module_fn(x: torch.Tensor) -> torch.Tensor:
+    return F.hardtanh(x, min_val=-1.0, max_val=1.0)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x, fn=module_fn):
+        return fn(x)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim) * 2.0]
+
+
+def get_init_inputs():
+    return []

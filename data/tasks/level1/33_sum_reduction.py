@@ -1,0 +1,33 @@
+"""Sum over the middle dimension of a (batch, dim1, dim2) tensor (a strided reduction)."""
+
+import torch
+import torch.nn as nn
+
+OP_CATEGORY = "reduction"
+DTYPE = "float32"
+TOLERANCE = {"atol": 1e-2, "rtol": 1e-4}  # sums of 4096 terms (magnitude ~64) in another order
+CPU_SIZE = {"batch_size": 2, "dim1": 256, "dim2": 64}
+
+batch_size = 16
+dim1 = 4096
+dim2 = 1024
+
+
+def module_fn(x: torch.Tensor) -> torch.Tensor:
+    return torch.sum(x, dim=1)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x, fn=module_fn):
+        return fn(x)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim1, dim2)]
+
+
+def get_init_inputs():
+    return []

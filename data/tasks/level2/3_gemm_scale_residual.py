@@ -1,0 +1,37 @@
+"""Linear layer whose output is scaled by 0.5 and added to a residual input: linear(x) * 0.5 + residual."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+OP_CATEGORY = "gemm_epilogue"
+DTYPE = "float32"
+TOLERANCE = {"atol": 1e-3, "rtol": 1e-3}  # fp32 accumulation order over K=4096 terms
+CPU_SIZE = {"batch_size": 64, "in_features": 512, "out_features": 512}
+
+batch_size = 1024
+in_features = 4096
+out_features = 4096
+
+
+def module_fn(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return F.linear(x, weight, bias) * 0.5 + residual
+
+
+class Model(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        linear = nn.Linear(in_features, out_features)
+        self.weight = nn.Parameter(linear.weight.detach().clone())
+        self.bias = nn.Parameter(linear.bias.detach().clone())
+
+    def forward(self, x, residual, fn=module_fn):
+        return fn(x, residual, self.weight, self.bias)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features), torch.randn(batch_size, out_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features]

@@ -1,0 +1,330 @@
+"""The one query layer of the explorer: DuckDB over the archive's Parquet files.
+
+`Archive` holds one DuckDB connection (opened once per source; the app caches it with st.cache_resource). At
+open time it materialises the light columns of every record into an in-memory table `kernels` (no code,
+no profiles, no embeddings), so filters and sorts never touch the Parquet files; the heavy columns are read
+from the `records` view only for the one kernel a page shows or for full-text search. Every call takes its own
+cursor (DuckDB connections are not shared between Streamlit's session threads) and results are kept in an LRU
+keyed by the query and its parameters. Pages never write SQL.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from builder import config
+from builder.errors import UsageError
+from explorer.filters import Filters
+from explorer.sources import ResolvedSource, records_sql
+from schemas import field_names
+
+HEAVY_COLUMNS = ("cuda_code", "reference_module_code", "reference_functional_code", "ncu_profile", "torch_profile",
+                 "clang_tidy", "embedding", "error", "seeds")
+LIGHT_COLUMNS = tuple(name for name in field_names() if name not in HEAVY_COLUMNS)
+SORTABLE = frozenset(LIGHT_COLUMNS)
+BASELINES = {"eager": "speedup_eager", "compile": "speedup_compile"}
+TABLE_COLUMNS = ("kernel_id", "task_id", "op_name", "kernel_name", "model", "experiment", "status", "flags",
+                 "runtime_ms", "eager_ms", "compile_ms", "speedup_eager", "speedup_compile", "strategy_tags")
+
+
+class Archive:
+    def __init__(self, source: ResolvedSource):
+        self.source = source
+        self._con = duckdb.connect(":memory:")
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[tuple, Any] = OrderedDict()
+        self._embeddings: tuple[np.ndarray, np.ndarray] | None = None
+        try:
+            self._con.execute(f"CREATE VIEW records AS {records_sql(source)}")
+            cols = ", ".join(f'"{c}"' for c in LIGHT_COLUMNS)
+            self._con.execute(f"CREATE TABLE kernels AS SELECT {cols} FROM records")
+        except duckdb.Error as exc:
+            raise UsageError(f"cannot load {source.label}: {str(exc).splitlines()[0]}") from None
+        self.size = self._con.execute("SELECT count(*) FROM kernels").fetchone()[0]
+        if self.size == 0:
+            raise UsageError(f"{source.label} holds no kernel records")
+
+    # --- plumbing ----------------------------------------------------------------------------------
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        return self._con.cursor()
+
+    def _cached(self, key: tuple, compute: Callable[[], Any]) -> Any:
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+        value = compute()
+        with self._lock:
+            self._cache[key] = value
+            while len(self._cache) > config.EXPLORER_QUERY_CACHE_ENTRIES:
+                self._cache.popitem(last=False)
+        return value
+
+    def df(self, sql: str, params: list | None = None) -> pd.DataFrame:
+        return self._cached(("sql", sql, repr(params)), lambda: self.cursor().execute(sql, params or []).df())
+
+    def scalar(self, sql: str, params: list | None = None) -> Any:
+        return self._cached(("scalar", sql, repr(params)), lambda: self.cursor().execute(sql, params or []).fetchone()[0])
+
+    # --- vocabularies for filter widgets ------------------------------------------------------------
+    def options(self, column: str) -> list:
+        if column not in SORTABLE:
+            raise UsageError(f"unknown column {column!r}")
+        if column in ("flags", "strategy_tags"):
+            sql = f"SELECT DISTINCT unnest({column}) AS v FROM kernels ORDER BY v"
+        else:
+            sql = f"SELECT DISTINCT {column} AS v FROM kernels WHERE {column} IS NOT NULL ORDER BY v"
+        return [v for v in self.df(sql)["v"].tolist() if v is not None]
+
+    def embedding_model(self) -> str | None:
+        return self.scalar("SELECT mode(embedding_model) FROM kernels WHERE embedding_model IS NOT NULL")
+
+    # --- overview --------------------------------------------------------------------------------
+    def totals(self) -> dict[str, Any]:
+        row = self.cursor().execute(
+            "SELECT count(*), count(DISTINCT task_id), avg((status = 'correct')::INT), avg(ranking_eligible::INT), "
+            "count(DISTINCT model) FROM kernels"
+        ).fetchone()
+        return dict(kernels=row[0], tasks=row[1], correct_rate=row[2], eligible_rate=row[3], models=row[4])
+
+    def counts_by(self, *columns: str, filters: Filters = Filters()) -> pd.DataFrame:
+        for column in columns:
+            if column not in SORTABLE:
+                raise UsageError(f"unknown column {column!r}")
+        where, params = filters.where()
+        cols = ", ".join(columns)
+        return self.df(f"SELECT {cols}, count(*) AS kernels FROM kernels WHERE {where} GROUP BY {cols} ORDER BY {cols}",
+                       params)
+
+    def speedup_values(self, baseline: str, filters: Filters = Filters()) -> np.ndarray:
+        column = _baseline_column(baseline)
+        where, params = filters.where()
+        frame = self.df(f"SELECT {column} AS s FROM kernels WHERE ranking_eligible AND {column} > 0 AND {where}", params)
+        return frame["s"].to_numpy()
+
+    def fast_p_curve(self, baseline: str, filters: Filters = Filters()) -> pd.DataFrame:
+        """Share of tasks (those with any kernel under the filters) whose best eligible kernel beats p x baseline."""
+        column = _baseline_column(baseline)
+        where, params = filters.where()
+        best = self.df(
+            f"SELECT task_id, max(CASE WHEN ranking_eligible THEN {column} END) AS best FROM kernels "
+            f"WHERE {where} GROUP BY task_id", params
+        )["best"].to_numpy(dtype=float, na_value=np.nan)
+        ps = np.linspace(0.0, config.EXPLORER_FAST_P_MAX, config.EXPLORER_FAST_P_POINTS)
+        if best.size == 0:
+            return pd.DataFrame({"p": ps, "fast_p": np.zeros_like(ps)})
+        filled = np.nan_to_num(best, nan=-np.inf)
+        share = (filled[None, :] > ps[:, None]).mean(axis=1)
+        return pd.DataFrame({"p": ps, "fast_p": share})
+
+    def top_kernels(self, n: int = 20, filters: Filters = Filters()) -> pd.DataFrame:
+        return self.kernels(filters, sort="speedup_eager", descending=True, limit=n, eligible_only=True)
+
+    # --- tables --------------------------------------------------------------------------------
+    def kernels(self, filters: Filters = Filters(), sort: str = "speedup_eager", descending: bool = True,
+                limit: int | None = config.EXPLORER_TABLE_ROWS, eligible_only: bool = False,
+                columns: tuple[str, ...] = TABLE_COLUMNS) -> pd.DataFrame:
+        _check_sort(sort)
+        where, params = filters.where()
+        if eligible_only:
+            where += " AND ranking_eligible"
+        order = f"{sort} {'DESC' if descending else 'ASC'} NULLS LAST, kernel_id"
+        limit_sql = f" LIMIT {int(limit)}" if limit else ""
+        cols = ", ".join(columns)
+        return self.df(f"SELECT {cols} FROM kernels WHERE {where} ORDER BY {order}{limit_sql}", params)
+
+    def count(self, filters: Filters = Filters()) -> int:
+        where, params = filters.where()
+        return int(self.scalar(f"SELECT count(*) FROM kernels WHERE {where}", params))
+
+    def best_per_task(self, filters: Filters = Filters(), sort: str = "speedup_eager", descending: bool = True,
+                      baseline: str = "eager") -> pd.DataFrame:
+        """The fastest ranking-eligible kernel of each task (ties broken by kernel_id), one row per task."""
+        _check_sort(sort)
+        column = _baseline_column(baseline)
+        where, params = filters.where()
+        cols = ", ".join(TABLE_COLUMNS)
+        sql = (
+            f"SELECT {cols}, n_eligible FROM (SELECT *, count(*) OVER (PARTITION BY task_id) AS n_eligible, "
+            f"row_number() OVER (PARTITION BY task_id ORDER BY {column} DESC NULLS LAST, kernel_id) AS rank "
+            f"FROM kernels WHERE ranking_eligible AND {where}) WHERE rank = 1 "
+            f"ORDER BY {sort} {'DESC' if descending else 'ASC'} NULLS LAST, task_id"
+        )
+        return self.df(sql, params)
+
+    def by_model(self, filters: Filters = Filters(), group: tuple[str, ...] = ("model", "experiment")) -> pd.DataFrame:
+        """Per model/experiment: kernels, correct rate, eligible rate, fast_1 and geomean speedup.
+
+        fast_1 = share of the tasks the group attempted where its best eligible kernel beats eager;
+        geomean = geometric mean of the group's best eligible eager speedup per task (tasks without one left out).
+        """
+        for column in group:
+            _check_sort(column)
+        where, params = filters.where()
+        keys = ", ".join(group)
+        sql = (
+            f"WITH per_task AS (SELECT {keys}, task_id, count(*) AS n, sum((status = 'correct')::INT) AS n_correct, "
+            f"sum(ranking_eligible::INT) AS n_eligible, max(CASE WHEN ranking_eligible THEN speedup_eager END) AS best "
+            f"FROM kernels WHERE {where} GROUP BY {keys}, task_id) "
+            f"SELECT {keys}, sum(n) AS kernels, count(*) AS tasks, sum(n_correct) / sum(n) AS correct_rate, "
+            f"sum(n_eligible) / sum(n) AS eligible_rate, avg((coalesce(best, 0) > 1)::INT) AS fast_1, "
+            f"exp(avg(ln(best)) FILTER (WHERE best > 0)) AS geomean_speedup "
+            f"FROM per_task GROUP BY {keys} ORDER BY fast_1 DESC, geomean_speedup DESC NULLS LAST"
+        )
+        return self.df(sql, params)
+
+    # --- task and kernel pages --------------------------------------------------------------------
+    def task(self, task_id: str) -> dict[str, Any] | None:
+        row = self.cursor().execute(
+            "SELECT task_id, level, task_number, op_name, op_category, reference_module_code, "
+            "reference_functional_code, count(*) OVER () AS kernels FROM records WHERE task_id = ? LIMIT 1",
+            [task_id],
+        ).df()
+        return None if row.empty else row.iloc[0].to_dict()
+
+    def task_kernels(self, task_id: str) -> pd.DataFrame:
+        return self.kernels(Filters(task=(task_id,)), sort="speedup_eager", limit=None)
+
+    def kernel(self, kernel_id: str) -> dict[str, Any] | None:
+        def load() -> dict[str, Any] | None:
+            frame = self.cursor().execute("SELECT * FROM records WHERE kernel_id = ? LIMIT 1", [kernel_id]).df()
+            return None if frame.empty else {k: _plain(v) for k, v in frame.iloc[0].to_dict().items()}
+
+        return self._cached(("kernel", kernel_id), load)
+
+    def children(self, kernel_id: str) -> pd.DataFrame:
+        return self.df(
+            "SELECT kernel_id, kernel_name, round, status, speedup_eager FROM kernels "
+            "WHERE list_contains(coalesce(parent_ids, []), ?) ORDER BY round, kernel_id", [kernel_id]
+        )
+
+    def light_rows(self, kernel_ids: list[str]) -> pd.DataFrame:
+        """Table rows for the given kernels, in the given order (unknown ids dropped)."""
+        if not kernel_ids:
+            return self.kernels(Filters(), limit=1).iloc[0:0]
+        frame = self.df(f"SELECT {', '.join(TABLE_COLUMNS)} FROM kernels WHERE kernel_id IN ({', '.join('?' * len(kernel_ids))})",
+                        list(kernel_ids))
+        order = {kid: i for i, kid in enumerate(kernel_ids)}
+        return frame.sort_values("kernel_id", key=lambda s: s.map(order)).reset_index(drop=True)
+
+    # --- map ----------------------------------------------------------------------------------
+    def map_points(self, colour: str, filters: Filters = Filters()) -> pd.DataFrame:
+        _check_sort(colour)
+        where, params = filters.where()
+        extra = "" if colour in ("cluster_label", "kernel_name") else f", {colour}"
+        return self.df(
+            f"SELECT kernel_id, map_x, map_y, cluster_id, cluster_label, kernel_name{extra} FROM kernels "
+            f"WHERE map_x IS NOT NULL AND map_y IS NOT NULL AND {where}", params
+        )
+
+    def cluster_centres(self) -> pd.DataFrame:
+        return self.df(
+            "SELECT cluster_id, mode(cluster_label) AS label, median(map_x) AS x, median(map_y) AS y, count(*) AS n "
+            "FROM kernels WHERE cluster_id IS NOT NULL AND cluster_id >= 0 AND map_x IS NOT NULL "
+            "GROUP BY cluster_id ORDER BY cluster_id"
+        )
+
+    # --- search -------------------------------------------------------------------------------
+    def search_text(self, text: str, filters: Filters = Filters(), limit: int = config.EXPLORER_SEARCH_RESULTS) -> pd.DataFrame:
+        """Case-insensitive substring match over op name, kernel name and code, ranked by where it matched."""
+        where, params = filters.where()
+        needle = text.strip()
+        if not needle:
+            return self.light_rows([])
+        cols = ", ".join(f"k.{c}" for c in TABLE_COLUMNS)
+        sql = (
+            f"WITH hits AS (SELECT kernel_id, (CASE WHEN op_name ILIKE '%' || ? || '%' THEN 4 ELSE 0 END) + "
+            f"(CASE WHEN kernel_name ILIKE '%' || ? || '%' THEN 2 ELSE 0 END) + "
+            f"(CASE WHEN cuda_code ILIKE '%' || ? || '%' THEN 1 ELSE 0 END) AS score FROM records) "
+            f"SELECT {cols}, h.score FROM hits h JOIN kernels k USING (kernel_id) "
+            f"WHERE h.score > 0 AND {where.replace('speedup_eager', 'k.speedup_eager')} "
+            f"ORDER BY h.score DESC, k.speedup_eager DESC NULLS LAST, k.kernel_id LIMIT {int(limit)}"
+        )
+        return self.df(sql, [needle, needle, needle, *params])
+
+    def embeddings(self) -> tuple[np.ndarray, np.ndarray]:
+        """(kernel_ids, unit-norm float32 matrix) of every kernel with an embedding; loaded once."""
+        with self._lock:
+            if self._embeddings is not None:
+                return self._embeddings
+        table = self.cursor().sql(
+            "SELECT kernel_id, embedding FROM records WHERE embedding IS NOT NULL AND len(embedding) > 0"
+        ).to_arrow_table()
+        ids = np.asarray(table.column("kernel_id").to_pylist(), dtype=object)
+        if len(ids):
+            column = table.column("embedding").combine_chunks()
+            matrix = column.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
+            matrix = matrix.reshape(len(ids), -1)
+            norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+            matrix = matrix / np.where(norms == 0, 1, norms)
+        else:
+            matrix = np.zeros((0, 0), np.float32)
+        with self._lock:
+            self._embeddings = (ids, matrix)
+        return self._embeddings
+
+    def nearest(self, vector: np.ndarray, filters: Filters = Filters(), limit: int = config.EXPLORER_SEARCH_RESULTS,
+                exclude: str | None = None) -> pd.DataFrame:
+        """Kernels by cosine similarity to `vector`, restricted to the filters."""
+        ids, matrix = self.embeddings()
+        if matrix.size == 0 or vector.shape[-1] != matrix.shape[1]:
+            return self.light_rows([]).assign(similarity=pd.Series(dtype=float))
+        scores = matrix @ (vector.astype(np.float32) / (np.linalg.norm(vector) or 1.0))
+        if not filters.is_empty():
+            where, params = filters.where()
+            allowed = set(self.df(f"SELECT kernel_id FROM kernels WHERE {where}", params)["kernel_id"])
+            scores = np.where(np.fromiter((k in allowed for k in ids), bool, len(ids)), scores, -np.inf)
+        if exclude is not None:
+            scores = np.where(ids == exclude, -np.inf, scores)
+        k = min(limit, len(ids))
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        top = top[np.isfinite(scores[top])]
+        rows = self.light_rows(list(ids[top]))
+        similarity = dict(zip(ids[top], scores[top].astype(float)))
+        return rows.assign(similarity=rows["kernel_id"].map(similarity))
+
+    def neighbours(self, kernel_id: str, limit: int = config.EXPLORER_NEIGHBOURS) -> pd.DataFrame:
+        ids, matrix = self.embeddings()
+        hits = np.flatnonzero(ids == kernel_id)
+        if not len(hits):
+            return self.light_rows([]).assign(similarity=pd.Series(dtype=float))
+        return self.nearest(matrix[hits[0]], limit=limit, exclude=kernel_id)
+
+
+def _baseline_column(baseline: str) -> str:
+    if baseline not in BASELINES:
+        raise UsageError(f"baseline must be one of {', '.join(BASELINES)}, got {baseline!r}")
+    return BASELINES[baseline]
+
+
+def _check_sort(column: str) -> None:
+    if column not in SORTABLE:
+        raise UsageError(f"cannot sort or group by {column!r}")
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars/arrays from DuckDB's DataFrame -> plain Python values."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    try:
+        if pd.isna(value):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return value
+
+
+def open_archive(spec: str | None = None) -> Archive:
+    from explorer.sources import resolve_source
+
+    return Archive(resolve_source(spec))

@@ -1,0 +1,78 @@
+"""Trusted stand-ins for the verify engine, used where a test is about the pipeline, not verification.
+
+`FakeVerifier` is injected into `kernel-archive build` through KA_VERIFIER_FACTORY; `compile_candidate` /
+`evaluate_compiled` serve the Ray executor through KA_RAY_ENGINE. Verdicts follow the bundled
+manifest's designed verdict, so tests can predict them. KA_FAKE_DELAY_S slows each evaluation down so a
+test can kill a build mid-run. Nothing here runs candidate code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass
+
+from schemas import KernelRecord
+
+
+def fake_record(candidate, task, options):
+    status = candidate.designed_verdict or "correct"
+    # A stable pseudo-runtime per kernel so preference pairs and speedups are reproducible.
+    runtime = 1.0 + int(hashlib.sha256(candidate.source.encode()).hexdigest()[:4], 16) / 65536
+    correct = status == "correct"
+    return KernelRecord(
+        task_id=task.id,
+        level=task.level,
+        task_number=task.number,
+        op_name=task.name,
+        op_category=task.op_category,
+        backend=getattr(options, "backend", "cpu"),
+        suite=task.suite,
+        status=status,
+        flags=[],
+        ranking_eligible=correct,
+        error=None if correct else f"fake verdict {status}",
+        max_diff=0.0 if correct else 1.0,
+        runtime_ms=runtime if correct else None,
+        eager_ms=1.5,
+        compile_ms=1.2,
+        speedup_eager=1.5 / runtime if correct else None,
+        speedup_compile=1.2 / runtime if correct else None,
+        reference_module_code=task.source,
+        seeds=list(getattr(options, "seeds", [])),
+        trials=len(getattr(options, "seeds", [])),
+        compile_s=0.01,
+        eval_s=0.02,
+        gpu_name="fake-cpu",
+        torch_version="fake",
+        **candidate.provenance_fields(),
+    )
+
+
+class FakeVerifier:
+    def __init__(self, options):
+        self.options = options
+        self.delay_s = float(os.environ.get("KA_FAKE_DELAY_S", "0"))
+
+    def stream(self, pairs):
+        for candidate, task in pairs:
+            time.sleep(self.delay_s)
+            yield fake_record(candidate, task, self.options)
+
+
+@dataclass
+class FakeCompiled:
+    ok: bool
+    library_path: str | None
+    pid: int
+
+
+def compile_candidate(candidate, task, options):
+    return FakeCompiled(ok=True, library_path=None, pid=os.getpid())
+
+
+def evaluate_compiled(compiled, candidate, task, options):
+    record = fake_record(candidate, task, options)
+    record.error = f"compiled in pid {compiled.pid}, evaluated in pid {os.getpid()}"
+    return record

@@ -1,0 +1,145 @@
+"""The sandbox: scrubbed environment, no surviving processes, timeouts, signals, bwrap confinement."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import signal
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from builder import config
+from builder.verify import sandbox
+from builder.verify.sandbox import run_sandboxed
+
+ISOLATIONS = ["process", pytest.param("bwrap", marks=pytest.mark.skipif(not sandbox.bwrap_usable(), reason="no bwrap"))]
+needs_bwrap = pytest.mark.skipif(not sandbox.bwrap_usable(), reason="bubblewrap not usable here")
+
+
+def python(code: str, *extra: str) -> list[str]:
+    return [sys.executable, "-c", code, *extra]
+
+
+def processes_with(marker: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        if marker in " ".join(proc.info["cmdline"] or []):
+            found.append(proc)
+    return found
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_parent_secrets_are_invisible_and_scratch_is_home(tmp_path, monkeypatch, isolation):
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-value")
+    code = "import json, os; json.dump({'env': dict(os.environ), 'cwd': os.getcwd()}, open('seen.json', 'w'))"
+    outcome = run_sandboxed(python(code), tmp_path, timeout_s=60, isolation=isolation)
+    assert outcome.returncode == 0, outcome.stderr_tail
+    assert outcome.isolation == isolation
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert "HF_TOKEN" not in seen["env"] and "OPENAI_API_KEY" not in seen["env"]
+    assert not any("secret-value" in value or "secret_value" in value for value in seen["env"].values())
+    allowed = set(config.SANDBOX_ENV_ALLOW) | {"HOME", "TMPDIR", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE",
+                                               "PYTHONUNBUFFERED", "PWD", sandbox.MARKER_ENV}  # fmt: skip
+    assert set(seen["env"]) <= allowed
+    assert seen["env"]["HOME"] == str(tmp_path.resolve()) == seen["cwd"]
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_detached_grandchild_does_not_survive(tmp_path, isolation):
+    marker = f"ka-test-orphan-{secrets.token_hex(6)}"
+    # Double fork + setsid: the grandchild leaves the child's session and process group.
+    code = (
+        "import os, sys, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(120)', sys.argv[1]])\n"
+        "    os._exit(0)\n"
+        "time.sleep(0.5)\n"
+    )
+    outcome = run_sandboxed(python(code, marker), tmp_path, timeout_s=60, isolation=isolation)
+    assert outcome.returncode == 0, outcome.stderr_tail
+    time.sleep(0.2)
+    assert processes_with(marker) == []
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_infinite_loop_times_out_and_leaves_nothing(tmp_path, isolation):
+    marker = f"ka-test-loop-{secrets.token_hex(6)}"
+    started = time.monotonic()
+    outcome = run_sandboxed(python("while True: pass", marker), tmp_path, timeout_s=1.5, isolation=isolation)
+    assert outcome.timed_out and outcome.returncode is None
+    assert time.monotonic() - started < 30
+    assert "timed out" in outcome.describe()
+    assert processes_with(marker) == []
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_segfault_is_reported_as_a_signal(tmp_path, isolation):
+    outcome = run_sandboxed(python("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"), tmp_path, 60,
+                            isolation=isolation)  # fmt: skip
+    assert outcome.signal == signal.SIGSEGV and not outcome.timed_out
+    assert "SIGSEGV" in outcome.describe()
+
+
+def test_logs_are_bounded_tails_and_rlimits_apply(tmp_path):
+    code = (
+        "import resource, sys\n"
+        "print('x' * 200_000)\n"
+        "print('core', resource.getrlimit(resource.RLIMIT_CORE), 'cpu', resource.getrlimit(resource.RLIMIT_CPU))\n"
+        "sys.stderr.write('e' * 50_000 + 'END')\n"
+    )
+    outcome = run_sandboxed(python(code), tmp_path, timeout_s=60, isolation="process")
+    assert outcome.returncode == 0
+    assert len(outcome.stdout_tail.encode()) <= config.LOG_TAIL_BYTES
+    assert f"core (0, 0) cpu ({config.CHILD_CPU_SECONDS}, {config.CHILD_CPU_SECONDS})" in outcome.stdout_tail
+    assert outcome.stderr_tail.endswith("END") and len(outcome.stderr_tail) <= config.LOG_TAIL_BYTES
+
+
+@needs_bwrap
+def test_network_is_unreachable_under_bwrap(tmp_path):
+    code = (
+        "import socket\n"
+        "try:\n"
+        "    socket.create_connection(('1.1.1.1', 53), timeout=3)\n"
+        "    print('CONNECTED')\n"
+        "except OSError as exc:\n"
+        "    print('BLOCKED', exc)\n"
+        "print('IFACES', sorted(name for _, name in socket.if_nameindex()))\n"
+    )
+    outcome = run_sandboxed(python(code), tmp_path, timeout_s=60, isolation="bwrap")
+    assert "BLOCKED" in outcome.stdout_tail, outcome.stdout_tail + outcome.stderr_tail
+    assert "IFACES ['lo']" in outcome.stdout_tail
+
+
+@needs_bwrap
+def test_writes_outside_scratch_fail_under_bwrap(tmp_path):
+    scratch = tmp_path / "scratch"
+    outside = tmp_path / "outside.txt"
+    repo_file = config.REPO_ROOT / f"ka-sandbox-probe-{secrets.token_hex(4)}"
+    code = (
+        "import sys\n"
+        "for target in sys.argv[1:]:\n"
+        "    try:\n"
+        "        open(target, 'w').write('escaped')\n"
+        "        print('WROTE', target)\n"
+        "    except OSError as exc:\n"
+        "        print('DENIED', target, exc.errno)\n"
+        "open('inside.txt', 'w').write('ok')\n"
+    )
+    outcome = run_sandboxed(python(code, str(outside), str(repo_file), "/etc/ka-probe"), scratch, 60, isolation="bwrap")
+    assert outcome.returncode == 0, outcome.stderr_tail
+    assert not outside.exists() and not repo_file.exists() and not Path("/etc/ka-probe").exists()
+    assert f"DENIED {repo_file}" in outcome.stdout_tail and "DENIED /etc/ka-probe" in outcome.stdout_tail
+    assert (scratch / "inside.txt").read_text() == "ok"
+
+
+def test_resolve_isolation_rejects_unknown_names():
+    with pytest.raises(ValueError):
+        sandbox.resolve_isolation("docker")
+    assert sandbox.resolve_isolation("process") == "process"
