@@ -1,7 +1,8 @@
 """Encode a search query with the archive's embedding model, for semantic search.
 
 Real archives name a sentence-transformers model (`embedding_model`); it is loaded through builder.embed.model
-(written by the embed command's owner), imported lazily because it pulls in torch. Synthetic archives use
+(load_model(name) -> (SentenceTransformer, model_id), strictly offline), imported lazily because it pulls in
+torch. A query is short, so it is encoded in one piece (kernels are chunked and pooled at embed time). Synthetic archives use
 explorer.sample's hashed-token encoder. When no encoder can be had, the caller falls back to full-text search
 and shows the reason returned here.
 """
@@ -26,8 +27,9 @@ def _load(model_name: str) -> Encoder:
 
     if hasattr(embed_model, "embed_query"):
         return lambda text: np.asarray(embed_model.embed_query(text, model_name), dtype=np.float32)
-    loaded = embed_model.load_model(model_name)
-    return lambda text: np.asarray(loaded.encode([text], normalize_embeddings=True)[0], dtype=np.float32)
+    loaded = embed_model.load_model(model_name)  # (SentenceTransformer, model_id)
+    model = loaded[0] if isinstance(loaded, tuple) else loaded
+    return lambda text: np.asarray(model.encode([text], normalize_embeddings=True)[0], dtype=np.float32)
 
 
 def query_encoder(model_name: str | None) -> tuple[Encoder | None, str | None]:

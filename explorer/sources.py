@@ -70,7 +70,8 @@ def _schema_kind(path: Path) -> str:
     if not missing_sakana:
         return KIND_SAKANA
     # Name the schema the file is closest to, so the message says what is actually missing.
-    if len(missing_sakana) < len(sakana_cols) and len(missing_sakana) < len(missing_ours):
+    present_ours = len(required_fields()) - len(missing_ours)
+    if len(sakana_cols) - len(missing_sakana) > present_ours:
         raise UsageError(f"{path} looks like the 18-column public archive but lacks {', '.join(missing_sakana)}")
     raise UsageError(
         f"{path} is not a kernel archive: missing required column(s) {', '.join(missing_ours)}"

@@ -131,7 +131,7 @@ class Orchestrator:
         tasks = self._select_tasks()
         store = Store.open(params.out)
         try:
-            seeds = [secrets.randbits(63) for _ in range(params.trials)]
+            seeds = [secrets.randbits(config.SEED_BITS) for _ in range(params.trials)]
             run = store.start_build(params.as_dict(), seeds, host_info())
             state = "failed"
             previous_term = signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -156,6 +156,7 @@ class Orchestrator:
             params.backend,
             seeds,
             profile=profile,
+            compile_workers=params.compile_workers,
             baseline_cache_dir=params.out / "baselines",
             build_cache_dir=config.CACHE_DIR / "builds",
         )

@@ -59,19 +59,17 @@ def read_build_records(store: Store, previous: Path | None) -> tuple[pa.Table, i
         old_columns = set(pq.read_schema(files[0]).names)
         fields = [f for f in config.DATASET_ENRICHMENT_FIELDS if f in old_columns]
         if fields:
-            store.con.execute(
-                "CREATE OR REPLACE TEMP VIEW previous_export AS SELECT task_id, kernel_id, "
-                + ", ".join(f'"{f}"' for f in fields)
-                + " FROM read_parquet(?, union_by_name = true)",
-                [[str(f) for f in files]],
-            )
+            import pyarrow.dataset as ds
+
+            previous_rows = ds.dataset([str(f) for f in files], format="parquet").to_table(columns=["task_id", "kernel_id", *fields])
+            store.con.register("previous_export", previous_rows)
             select = ", ".join(f'coalesce(r."{n}", o."{n}") AS "{n}"' if n in fields else f'r."{n}"' for n in names)
             join = " LEFT JOIN previous_export o USING (task_id, kernel_id)"
-            first = fields[0]
-            carried_sql = f'count(*) FILTER (WHERE r."{first}" IS NULL AND o."{first}" IS NOT NULL)'
+            filled = " OR ".join(f'(r."{f}" IS NULL AND o."{f}" IS NOT NULL)' for f in fields)
+            carried_sql = f"count(*) FILTER (WHERE {filled})"
     query = f"SELECT {select} FROM records r{join} ORDER BY r.level, r.task_number, r.task_id, r.kernel_id"
     table = store.con.sql(query).to_arrow_table()
-    carried = store.con.execute(f"SELECT {carried_sql} FROM records r{join}").fetchone()[0] if join else 0
+    carried = store.con.execute(f"SELECT {carried_sql} FROM records r{join}").fetchall()[0][0] if join else 0
     return table.cast(kernel_record_schema()), carried
 
 

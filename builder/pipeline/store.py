@@ -157,7 +157,7 @@ class Store:
         try:
             before = self.con.execute(
                 "SELECT count(*) FROM records WHERE task_id = ? AND kernel_id = ?", [data["task_id"], data["kernel_id"]]
-            ).fetchone()[0]
+            ).fetchall()[0][0]
             if before == 0:
                 self.con.execute(f"INSERT INTO records ({names}) VALUES ({placeholders})", values)
                 if data.get("eager_ms") is not None or data.get("compile_ms") is not None:
@@ -195,7 +195,7 @@ class Store:
         return [record_from_dict(dict(zip(names, row, strict=True))) for row in rel.fetchall()]
 
     def count(self) -> int:
-        return self.con.execute("SELECT count(*) FROM records").fetchone()[0]
+        return self.con.execute("SELECT count(*) FROM records").fetchall()[0][0]
 
     # -- baselines -------------------------------------------------------------------------------
     def _cache_baseline(self, data: dict[str, Any]) -> None:
@@ -217,7 +217,7 @@ class Store:
 
     # -- builds ----------------------------------------------------------------------------------
     def start_build(self, parameters: dict[str, Any], seeds: list[int], host: dict[str, Any]) -> BuildRun:
-        build_id = self.con.execute("SELECT coalesce(max(build_id), 0) + 1 FROM builds").fetchone()[0]
+        build_id = self.con.execute("SELECT coalesce(max(build_id), 0) + 1 FROM builds").fetchall()[0][0]
         self.con.execute(
             "INSERT INTO builds VALUES (?, ?, ?, ?, ?, NULL, 'running', NULL, ?)",
             [

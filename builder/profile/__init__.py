@@ -114,8 +114,8 @@ def profile_record_fields(
         "torch_profile": _json_text(torch_summary),
         "clang_tidy": _json_text(tidy),
     }
-    fields.update(_guarded("ncu promote", lambda: promote(ncu_profile)) if "error" not in ncu_profile else promote(None))
-    fields.pop("error", None)
+    promoted = _guarded("ncu promote", lambda: promote(ncu_profile))
+    fields.update(promote(None) if "error" in promoted else promoted)
     own = torch_summary.get("own_fraction")
     fields["torch_own_fraction"] = float(own) if isinstance(own, (int, float)) and not isinstance(own, bool) else None
     warnings = tidy.get("warnings")

@@ -42,6 +42,7 @@ CURAND_WRAPPER_HEADER = "curand_mtgp32_kernel.h"
 # host pass still parse the attributes of kernels (reduced mode).
 REDUCED_CUDA_SHIM = """\
 #pragma once
+#include <stdlib.h> /* clang's cuda_wrappers/new uses ::malloc and ::free */
 #define __host__ __attribute__((host))
 #define __device__ __attribute__((device))
 #define __global__ __attribute__((global))
@@ -110,6 +111,18 @@ def cuda_toolkit_root() -> Path | None:
     return None
 
 
+def normalise_arch(arch: str | None) -> str:
+    """clang's --cuda-gpu-arch spelling ("sm_90") from "9.0", "90", "sm90", "sm_90a" or None."""
+    if not arch:
+        return config.CLANG_TIDY_CUDA_ARCH
+    text = str(arch).strip().lower()
+    match = re.fullmatch(r"(\d+)\.(\d+)", text)
+    if match:
+        return f"sm_{match.group(1)}{match.group(2)}"
+    match = re.fullmatch(r"(?:sm_?)?(\d+[a-z]?)", text)
+    return f"sm_{match.group(1)}" if match else config.CLANG_TIDY_CUDA_ARCH
+
+
 def compile_arguments(language: str, workdir: Path, arch: str | None = None) -> tuple[list[str], str, list[str]]:
     """(compiler arguments after `--`, mode, notes) for a source of `language` analysed in `workdir`."""
     includes = [f"-isystem{d}" for d in torch_include_dirs()]
@@ -118,7 +131,7 @@ def compile_arguments(language: str, workdir: Path, arch: str | None = None) -> 
         return ["-x", "c++", "-std=c++17", *includes], "c++", notes
     if language != "cuda":
         raise ValueError(f"clang-tidy analyses cuda or cpp sources, not {language!r}")
-    gpu_arch = arch or config.CLANG_TIDY_CUDA_ARCH
+    gpu_arch = normalise_arch(arch)
     args = ["-x", "cuda", f"--cuda-gpu-arch={gpu_arch}", "--cuda-host-only", "-nocudalib", "-std=c++17"]
     root = cuda_toolkit_root()
     if root is None:
@@ -229,7 +242,7 @@ def run_clang_tidy(
             "tool": "clang-tidy",
             "version": clang_tidy_version(),
             "mode": mode,
-            "arch": arch or config.CLANG_TIDY_CUDA_ARCH if language == "cuda" else None,
+            "arch": normalise_arch(arch) if language == "cuda" else None,
             "checks": checks,
             "seconds": seconds,
             **parse_diagnostics(output, str(source_path)),

@@ -158,9 +158,7 @@ def collect(
 
 def promote(profile: dict | None) -> dict:
     """Record columns from a parsed profile: duration sum, duration-weighted %, max registers."""
-    columns = dict.fromkeys(
-        ("ncu_duration_ms", "ncu_sm_pct", "ncu_dram_pct", "ncu_occupancy_pct", "ncu_registers")
-    )
+    columns = dict.fromkeys(("ncu_duration_ms", "ncu_sm_pct", "ncu_dram_pct", "ncu_occupancy_pct", "ncu_registers"))
     kernels = [k for k in (profile or {}).get("kernels") or [] if isinstance(k, dict)]
     if not kernels or "error" in (profile or {}):
         return columns
@@ -170,9 +168,7 @@ def promote(profile: dict | None) -> dict:
 
     def weighted(key: str) -> float | None:
         pairs = [
-            (float(k[key]), float(k.get("duration_ms") or 0.0))
-            for k in kernels
-            if isinstance(k.get(key), (int, float))
+            (float(k[key]), float(k.get("duration_ms") or 0.0)) for k in kernels if isinstance(k.get(key), (int, float))
         ]
         if not pairs:
             return None

@@ -68,7 +68,7 @@ def to_bytes(value: float | None, unit: str) -> float | None:
     if value is None:
         return None
     base = (unit or "byte").split("/")[0].strip().lower()
-    match = re.fullmatch(r"(|k|m|g|ki|mi|gi)(?:byte|b|ib)s?", base)
+    match = re.fullmatch(r"(ki|mi|gi|k|m|g|)(?:byte|b)s?", base)
     if not match:
         return None
     return value * BYTE_PREFIX[match.group(1)]

@@ -224,7 +224,9 @@ def _shapes_match(candidate_out: Any, reference_out: Any) -> bool:
     cand, ref = flatten_outputs(candidate_out), flatten_outputs(reference_out)
     if cand is None or ref is None or len(cand) != len(ref):
         return False
-    return all(c.shape == r.shape and c.dtype == r.dtype and c.device == r.device for c, r in zip(cand, ref))
+    return all(
+        c.shape == r.shape and c.dtype == r.dtype and c.device == r.device for c, r in zip(cand, ref, strict=True)
+    )
 
 
 def _op_census(bound: BoundCandidate, pristine: list[Any], device: str, job: dict[str, Any]) -> dict[str, Any]:
@@ -347,7 +349,7 @@ def _run_trials(binding: CandidateBinding, task_module: Any, job: dict, device: 
         if not comparison.ok:
             verdict.fail(f"trial {index + 1}: {comparison.error}")
         if _shapes_match(candidate_out, reference_out):
-            restore_state(bound.state, dict(zip(names, pristine_state)))
+            restore_state(bound.state, dict(zip(names, pristine_state, strict=True)))
             again = run_candidate(bound, snapshot(pristine), device, out_bytes)
             repeat = compare_outputs(again, candidate_out, *tolerance)
             # Poison showing through differs call to call; uninitialized_output already names the cause.

@@ -61,19 +61,21 @@ def _compare_tensor(index: int, cand: Any, ref: Any, atol: float, rtol: float) -
         if mismatches:
             return Comparison(False, error=f"{label}: {mismatches} of {cand.numel()} values differ")
         return Comparison(True, 0.0, 0.0)
-    c = cand.detach().double()
-    r = ref.detach().double()
-    c_nan, r_nan = c.isnan(), r.isnan()
-    uninitialized = bool((c_nan & ~r_nan).any())
-    both_finite = c.isfinite() & r.isfinite()
+    # fp32/fp64 compare in their own precision (as torch.allclose does); half types in fp32.
+    c = cand.detach() if cand.dtype in (torch.float32, torch.float64) else cand.detach().float()
+    r = ref.detach() if ref.dtype in (torch.float32, torch.float64) else ref.detach().float()
     diff = (c - r).abs()
+    bad = ~(diff <= atol + rtol * r.abs())  # NaN differences count as bad here
+    if not bool(bad.any()):
+        return Comparison(True, float(diff.max()), float(diff.mean()))
+    # Slow path, only for failures: equal NaNs / equal infinities are not differences.
+    c_nan, r_nan = c.isnan(), r.isnan()
+    both_finite = c.isfinite() & r.isfinite()
+    bad &= ~((c_nan & r_nan) | (~both_finite & (c == r)))
     finite_diff = diff[both_finite]
     max_diff = float(finite_diff.max()) if finite_diff.numel() else None
-    mean_diff = float(finite_diff.mean()) if finite_diff.numel() else None
-    within = diff <= atol + rtol * r.abs()
-    # Same NaN, same infinity count as equal; any other non-finite mismatch is a difference.
-    same_special = (c_nan & r_nan) | (~both_finite & (c == r))
-    bad = ~(within | same_special)
+    mean_diff = float(finite_diff.double().mean()) if finite_diff.numel() else None
+    uninitialized = bool((c_nan & ~r_nan).any())
     n_bad = int(bad.sum())
     if not n_bad:
         return Comparison(True, max_diff, mean_diff)
@@ -98,7 +100,7 @@ def compare_outputs(candidate: Any, reference: Any, atol: float, rtol: float) ->
         return Comparison(False, error=f"candidate returned {len(cand_list)} tensors, reference {len(ref_list)}")
     overall = Comparison(True, None, None)
     means: list[float] = []
-    for index, (cand, ref) in enumerate(zip(cand_list, ref_list)):
+    for index, (cand, ref) in enumerate(zip(cand_list, ref_list, strict=True)):
         part = _compare_tensor(index, cand, ref, atol, rtol)
         if part.max_diff is not None:
             overall.max_diff = max(overall.max_diff or 0.0, part.max_diff)
@@ -137,7 +139,7 @@ def same_bits(a: Any, b: Any) -> bool:
 
 
 def changed_positions(current: list[Any], pristine: list[Any]) -> list[int]:
-    return [i for i, (now, before) in enumerate(zip(current, pristine)) if not same_bits(now, before)]
+    return [i for i, (now, before) in enumerate(zip(current, pristine, strict=True)) if not same_bits(now, before)]
 
 
 def sync(device: str) -> None:

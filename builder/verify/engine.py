@@ -28,7 +28,7 @@ from builder import config
 from builder.candidates import Candidate
 from builder.tasks import Task
 from builder.verify import batching, environment, verdict
-from builder.verify.compile import CompileResult, build_extension
+from builder.verify.compile import CompileResult, build_extension, default_cache_dir
 from builder.verify.pool import CHILD_MODULE, EvalPool, PooledChild, build_job, child_env, read_result, run_child
 from builder.verify.sandbox import resolve_isolation
 from schemas import KernelRecord
@@ -156,6 +156,7 @@ class BaselineCache:
     def __init__(self, directory: Path | None) -> None:
         self.directory = Path(directory) if directory else config.CACHE_DIR / "baselines"
         self._lock = threading.Lock()
+        self._failed: set[str] = set()  # keys whose baseline failed in this build: not retried per candidate
 
     def key(self, task: Task, options: VerifyOptions) -> str:
         env = environment.environment_fields(options.backend, options.device_index)
@@ -171,7 +172,7 @@ class BaselineCache:
         with self._lock, open(self.directory / f"{key}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             cached = read_result(path)
-            if cached is not None:
+            if cached is not None or key in self._failed:
                 return cached
             scratch = Path(tempfile.mkdtemp(prefix="ka-baseline-"))
             try:
@@ -181,8 +182,10 @@ class BaselineCache:
                 shutil.rmtree(scratch, ignore_errors=True)
             if result is None or verdict.speedup(result.get("eager_ms"), 1.0) is None:
                 log.warning("baseline of task %s failed (%s)", task.id, outcome.describe())
+                self._failed.add(key)
                 return None
-            baseline = {k: result.get(k) for k in ("eager_ms", "compile_ms", "timing_method", "runtime")}
+            keep = ("eager_ms", "compile_ms", "timing_method", "eager_runtime", "compile_runtime", "compile_error")
+            baseline = {k: result.get(k) for k in keep}
             path.write_text(json.dumps(baseline))
             return baseline
 
@@ -299,13 +302,15 @@ class Verifier:
         def evaluate(device_index: int) -> None:
             options = replace(self.options, device_index=device_index)
             try:
-                pool = EvalPool(options.prestart, options.backend == "cuda", child_env(options),
-                                options.isolation, options.child_module)  # fmt: skip
+                cache_root = options.build_cache_dir or default_cache_dir()
+                pool = EvalPool(options.prestart, options.backend == "cuda", child_env(options), options.isolation,
+                                options.child_module, ro_binds=[cache_root, config.TASKS_DIR])  # fmt: skip
                 pools.append(pool)
                 with pool:
                     while (item := work.get()) is not _DONE:
                         (candidate, task), compiled = item
-                        pooled = pool.take() if compiled.ok else None
+                        usable = compiled.ok and pool.covers([task.path.parent, compiled.library_path])
+                        pooled = pool.take() if usable else None
                         records.put(evaluate_compiled(compiled, candidate, task, options, pooled, self.baselines))
             except BaseException as exc:  # noqa: BLE001
                 records.put(exc)

@@ -16,6 +16,7 @@ import sys
 import tempfile
 import threading
 from collections import deque
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,12 +59,14 @@ class EvalPool:
         env_extra: dict[str, str] | None = None,
         isolation: str | None = None,
         child_module: str = CHILD_MODULE,
+        ro_binds: Sequence[str | Path] = (),
     ) -> None:
         self.size = max(1, size)
         self.gpu = gpu
         self.env_extra = dict(env_extra or {})
         self.isolation = isolation
         self.child_module = child_module
+        self.ro_binds = [Path(p).resolve() for p in ro_binds]
         self._ready: deque[PooledChild] = deque()
         self._lock = threading.Lock()
         self._closed = False
@@ -79,6 +82,7 @@ class EvalPool:
             env_extra=self.env_extra,
             isolation=self.isolation,
             stdin_pipe=True,
+            ro_binds=self.ro_binds,
         )
         self.started_count += 1
         return PooledChild(scratch, process)
@@ -87,6 +91,17 @@ class EvalPool:
         with self._lock:
             while not self._closed and len(self._ready) < self.size:
                 self._ready.append(self._start_one())
+
+    def covers(self, paths: Iterable[str | Path | None]) -> bool:
+        """Whether children started before the job can read these inputs (under bwrap /tmp is private,
+        so inputs under /tmp must lie inside the pool's read-only binds)."""
+        for raw in paths:
+            if raw is None:
+                continue
+            path = Path(raw).resolve()
+            if Path("/tmp") in path.parents and not any(root == path or root in path.parents for root in self.ro_binds):
+                return False
+        return True
 
     def take(self) -> PooledChild:
         """A started child (a fresh one if the waiting child died); its replacement starts now."""
@@ -159,6 +174,11 @@ def build_job(task: Task, candidate: Candidate | None, compiled: CompileResult |
     return job
 
 
+def job_inputs(job: dict[str, Any]) -> list[Path]:
+    """Directories a job reads from (the task file's, the built library's)."""
+    return [Path(job[key]).parent for key in ("task_path", "library_path") if job.get(key)]
+
+
 def read_result(path: Path) -> dict[str, Any] | None:
     """The child's result JSON, or None when missing, oversized or not a JSON object."""
     try:
@@ -188,5 +208,6 @@ def run_child(job: dict[str, Any], scratch: Path, options: VerifyOptions, timeou
             gpu=options.backend == "cuda",
             env_extra=child_env(options),
             isolation=options.isolation,
+            ro_binds=job_inputs(job),
         )
     return read_result(Path(job["result_path"])), outcome

@@ -89,13 +89,23 @@ def _gpu_device_nodes() -> list[str]:
     return sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri/*"))
 
 
-def _bwrap_base_args(scratch: Path | None, extra_binds: Sequence[str | Path], gpu: bool) -> list[str]:
+def _under_tmp(path: Path) -> bool:
+    return path == Path("/tmp") or Path("/tmp") in path.parents
+
+
+def _bwrap_base_args(
+    scratch: Path | None, extra_binds: Sequence[str | Path], gpu: bool, ro_binds: Sequence[str | Path] = ()
+) -> list[str]:
     args = ["--ro-bind", "/", "/", "--dev", "/dev"]
     if gpu:
         for node in _gpu_device_nodes():
             args += ["--dev-bind", node, node]
     args += ["--proc", "/proc", "--tmpfs", "/tmp"]
-    # Binds come after --tmpfs /tmp so a scratch dir under /tmp is visible inside the private /tmp.
+    # Binds come after --tmpfs /tmp so what the child needs under /tmp shows through the private /tmp:
+    # read-only inputs first (libraries, task files), then the writable dirs (which may lie inside them).
+    for path in dict.fromkeys(Path(p).resolve() for p in ro_binds):
+        if _under_tmp(path) and path.exists():
+            args += ["--ro-bind", str(path), str(path)]
     for path in [*([scratch] if scratch else []), *extra_binds]:
         args += ["--bind", str(path), str(path)]
     args += ["--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session"]
@@ -164,6 +174,7 @@ class SandboxedProcess:
         env_extra: dict[str, str] | None = None,
         isolation: str | None = None,
         stdin_pipe: bool = False,
+        ro_binds: Sequence[str | Path] = (),
     ) -> None:
         self.scratch = Path(scratch_dir).resolve()
         self.scratch.mkdir(parents=True, exist_ok=True)
@@ -173,7 +184,8 @@ class SandboxedProcess:
         command = list(argv)
         if self.isolation == "bwrap":
             bwrap = shutil.which("bwrap") or "bwrap"
-            command = [bwrap, *_bwrap_base_args(self.scratch, extra_binds, gpu), "--chdir", str(self.scratch), *command]
+            args = _bwrap_base_args(self.scratch, extra_binds, gpu, ro_binds)
+            command = [bwrap, *args, "--chdir", str(self.scratch), *command]
         # Anonymous files: the parent keeps the only name-less handle, the child gets the fd.
         self._stdout = tempfile.TemporaryFile()
         self._stderr = tempfile.TemporaryFile()
@@ -262,9 +274,13 @@ def run_sandboxed(
     gpu: bool = True,
     env_extra: dict[str, str] | None = None,
     isolation: str | None = None,
+    ro_binds: Sequence[str | Path] = (),
 ) -> ChildOutcome:
-    """Run argv sandboxed to completion or timeout; the whole process tree is gone when this returns."""
-    child = SandboxedProcess(argv, scratch_dir, extra_binds, gpu, env_extra, isolation)
+    """Run argv sandboxed to completion or timeout; the whole process tree is gone when this returns.
+
+    `extra_binds` are writable besides the scratch dir; `ro_binds` are inputs that must stay readable
+    although they lie under /tmp (which is private under bwrap)."""
+    child = SandboxedProcess(argv, scratch_dir, extra_binds, gpu, env_extra, isolation, ro_binds=ro_binds)
     try:
         return child.wait(timeout_s)
     except BaseException:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder import config
+from builder.errors import UsageError
 from builder.tasks import Task
 from builder.tasks.suite import describe_task_file
 
@@ -68,6 +69,12 @@ def check_functional_form(
     seeds: list[int] | None = None,
 ) -> FunctionalCheck:
     """Run the comparison in a sandboxed child and report whether the functional form is accepted."""
+    try:  # the file's shape is checked by parsing alone (no code runs) before a child is spent on it
+        described = describe_task_file(Path(candidate_path))
+    except UsageError as exc:
+        return FunctionalCheck(False, str(exc))
+    if not described.has_functional:
+        return FunctionalCheck(False, "no module_fn, or Model.forward lacks fn=module_fn")
     atol, rtol = original.tolerances()
     with tempfile.TemporaryDirectory(prefix="ka-functional-") as tmp:
         scratch = Path(tmp)

@@ -10,7 +10,7 @@ TOLERANCE = {"atol": 1e-3, "rtol": 1e-3}  # mean/variance over 2048 terms in ano
 CPU_SIZE = {"batch_size": 2, "seq_len": 64}
 
 batch_size = 32
-seq_len = 2048
+seq_len = 1024
 hidden = 2048
 
 

@@ -14,7 +14,7 @@ DTYPE = "float32"
 TOLERANCE = {"atol": 1e-3, "rtol": 1e-3}  # 512-term projections and 1024-key softmax sums in another order
 CPU_SIZE = {"batch_size": 2, "seq_len": 128}
 
-batch_size = 16
+batch_size = 8
 seq_len = 1024
 embed_dim = 512
 num_heads = 8

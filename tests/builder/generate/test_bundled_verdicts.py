@@ -11,9 +11,11 @@ import pytest
 from builder.generate.bundled import BundledGenerator
 from builder.tasks import load_suite
 
+from .helpers import verify_engine
+
 
 def mismatches(backend: str) -> list[str]:
-    engine = pytest.importorskip("builder.verify.engine")
+    engine = verify_engine()
     suite = load_suite()
     tasks = {t.id: t for t in suite.tasks}
     candidates = BundledGenerator(backend=backend).candidates(suite.tasks)

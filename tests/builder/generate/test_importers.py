@@ -16,7 +16,7 @@ from builder.generate.importers import ImportGenerator, claims_summary, detect_s
 from builder.tasks import instantiate, load_task_module
 from schemas import sakana_mapping
 
-from .helpers import make_record
+from .helpers import make_record, verify_engine
 
 RELU_FUNCTIONAL = '''import torch
 import torch.nn as nn
@@ -256,10 +256,10 @@ def test_claims_summary_counts_what_held(sakana_file, tmp_path, tiny_tasks):
 
 def test_reverification_reports_the_disagreement(sakana_file, tmp_path):
     """End to end on the CPU backend through the real verifier (once builder.verify.engine exists)."""
-    engine = pytest.importorskip("builder.verify.engine")
+    engine = verify_engine()
     gen = ImportGenerator(str(sakana_file), backend="cpu", out_dir=tmp_path)
-    options = engine.VerifyOptions(backend="cpu")
-    records = drive(gen, [], lambda batch: [engine.verify(c, gen.task_for(c), options) for c in batch])
+    verifier = engine.Verifier(engine.VerifyOptions(backend="cpu"))  # one shared build for the batch
+    records = drive(gen, [], lambda batch: list(verifier.stream((c, gen.task_for(c)) for c in batch)))
     by_name = {r.kernel_name: r for r in records}
     assert by_name["relu_loop"].status == "correct"
     assert by_name["relu_unwritten"].status != "correct" and by_name["relu_unwritten"].claimed_correct is True

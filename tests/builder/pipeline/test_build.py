@@ -106,7 +106,7 @@ def test_sigkill_mid_build_loses_nothing_committed_and_rerun_completes_without_d
     rerun = run_cli(*args, env=fake_env())
     assert rerun.returncode == 0, rerun.stderr
     with Store.open_existing(out) as store:
-        total, distinct = store.con.execute("SELECT count(*), count(DISTINCT (task_id, kernel_id)) FROM records").fetchone()
+        total, distinct = store.con.execute("SELECT count(*), count(DISTINCT (task_id, kernel_id)) FROM records").fetchall()[0]
         final = store.done_keys()
         runs = store.builds()
     bundled = run_cli(*args[:2], str(tmp_path / "fresh"), *args[3:], env=fake_env())

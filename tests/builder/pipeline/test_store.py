@@ -78,7 +78,7 @@ def test_an_older_store_gains_new_schema_columns(tmp_path, task):
         store.con.execute('ALTER TABLE records DROP COLUMN "dup_group"')
     with Store.open(tmp_path) as store:
         assert store.add_record(make_record(task, dup_group="g1"))
-        assert store.con.execute("SELECT dup_group FROM records").fetchone() == ("g1",)
+        assert store.con.execute("SELECT dup_group FROM records").fetchall()[0] == ("g1",)
 
 
 def test_builds_table_records_parameters_seeds_and_state(tmp_path):

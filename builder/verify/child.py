@@ -1,0 +1,219 @@
+"""Untrusted-side entry point: evaluate one candidate in a sandboxed, single-use process.
+
+    python -m builder.verify.child JOB.json
+    python -m builder.verify.child -        # pre-started: imports torch and initialises CUDA first,
+                                            # then reads the job path from one line of stdin
+
+The job JSON (docs/architecture.md) names the task file, the compiled extension or ModelNew file, the
+secret seeds, tolerances and timing counts. The result JSON is written atomically to `result_path`;
+when this process dies before that (segfault, illegal address that kills the context, timeout), the
+parent finds no result and records a crash. Modes: "evaluate" (checks + timing), "baseline" (eager and
+torch.compile of the task), "ncu" (the candidate's calls inside an NVTX range for Nsight Compute).
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+CANDIDATE_MODULE_NAME = "ka_candidate_model_new"
+
+
+def _finite(value: Any) -> Any:
+    """JSON without NaN/Infinity: non-finite numbers become null (the parent parses strict JSON)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def write_result(path: str | Path, result: dict[str, Any]) -> None:
+    """Write the result next to its final name, then rename: the parent never reads half a file."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(_finite(result), default=str, allow_nan=False))
+    os.replace(temporary, path)
+
+
+def load_extension_forward(library_path: str, module_name: str, symbol: str = "forward") -> Any:
+    """Import a compiled extension by path and return `symbol` ("forward" or "c3.forward")."""
+    loader = importlib.machinery.ExtensionFileLoader(module_name, library_path)
+    spec = importlib.util.spec_from_file_location(module_name, library_path, loader=loader)
+    if spec is None:
+        raise ImportError(f"cannot load extension {library_path}")
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    target: Any = module
+    for part in symbol.split("."):
+        target = getattr(target, part)
+    return target
+
+
+def load_model_new(python_path: str) -> type:
+    spec = importlib.util.spec_from_file_location(CANDIDATE_MODULE_NAME, python_path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {python_path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[CANDIDATE_MODULE_NAME] = module
+    spec.loader.exec_module(module)
+    model_class = getattr(module, "ModelNew", None)
+    if not isinstance(model_class, type):
+        raise ImportError(f"{Path(python_path).name} defines no ModelNew class")
+    return model_class
+
+
+def _load_task(job: dict[str, Any]) -> Any:
+    from builder.tasks import load_task_module
+    from builder.tasks.suite import describe_task_file
+
+    task = describe_task_file(Path(job["task_path"]))
+    return load_task_module(task, size=job.get("task_size") or "full")
+
+
+def _load_binding(job: dict[str, Any]) -> Any:
+    from builder.verify.checks import FunctionalBinding, ModelNewBinding
+
+    if job.get("language") == "python" or (job.get("python_path") and not job.get("library_path")):
+        return ModelNewBinding(load_model_new(job["python_path"]))
+    forward = load_extension_forward(job["library_path"], job["module_name"], job.get("symbol") or "forward")
+    return FunctionalBinding(forward)
+
+
+def _failure(status: str, error: str, origin: str) -> dict[str, Any]:
+    return {"status": status, "flags": [], "error": error, "error_origin": origin, "trials": 0}
+
+
+def run_evaluate(job: dict[str, Any]) -> dict[str, Any]:
+    from builder.verify.checks import evaluate, exception_text
+    from builder.verify.timing import time_candidate
+
+    try:
+        task_module = _load_task(job)
+    except Exception as exc:  # noqa: BLE001
+        return _failure("runtime_error", f"task failed to load: {exception_text(exc)}", "task")
+    try:
+        binding = _load_binding(job)
+    except SyntaxError as exc:
+        return _failure("compile_error", f"candidate does not parse: {exception_text(exc)}", "candidate")
+    except Exception as exc:  # noqa: BLE001 - untrusted module code runs on import
+        return _failure("runtime_error", f"candidate failed to load: {exception_text(exc)}", "candidate")
+    result = evaluate(binding, task_module, job)
+    if result["status"] != "correct":
+        return result
+    device = "cuda" if job.get("backend") == "cuda" else "cpu"
+    try:
+        timed = time_candidate(binding, task_module, job, device)
+    except Exception as exc:  # noqa: BLE001 - the candidate raised while being timed
+        result.update(status="runtime_error", error=f"while timing: {exception_text(exc)}", error_origin="candidate")
+        return result
+    if "error" in timed:  # outputs went stale across calls: a cached result
+        result.update(status="incorrect", error=timed["error"])
+        return result
+    result.update(timed)
+    return result
+
+
+def run_ncu(job: dict[str, Any]) -> dict[str, Any]:
+    """Run the candidate under an NVTX range that the parent's ncu command line filters on."""
+    import torch
+
+    from builder import config
+    from builder.tasks import instantiate
+    from builder.verify.checks import trial_seeds
+
+    task_module = _load_task(job)
+    binding = _load_binding(job)
+    device = "cuda" if job.get("backend") == "cuda" else "cpu"
+    seed = trial_seeds(job)[0]
+    with torch.no_grad():
+        model, inputs = instantiate(task_module, seed, device)
+        call = binding.bind(model, task_module, seed, device).call
+        call(*inputs)  # warm-up outside the range: lazy module loading, first-call allocations
+        if device == "cuda":
+            torch.cuda.synchronize()
+        for _ in range(config.NCU_PROFILED_CALLS):
+            with torch.cuda.nvtx.range(config.NVTX_CANDIDATE_RANGE):
+                call(*inputs)
+        if device == "cuda":
+            torch.cuda.synchronize()
+    return {"status": "correct", "flags": [], "error": None, "profiled_calls": config.NCU_PROFILED_CALLS}
+
+
+def run_job(job: dict[str, Any]) -> dict[str, Any]:
+    """Dispatch on job["mode"]; never raises (an unexpected error becomes a runtime_error result)."""
+    from builder.verify.checks import exception_text
+
+    started = time.perf_counter()
+    mode = job.get("mode", "evaluate")
+    try:
+        if mode == "evaluate":
+            result = run_evaluate(job)
+        elif mode == "baseline":
+            from builder.verify.baselines import run_baselines
+
+            result = run_baselines(_load_task(job), job)
+        elif mode == "ncu":
+            result = run_ncu(job)
+        else:
+            result = _failure("runtime_error", f"unknown child mode {mode!r}", "child")
+    except Exception as exc:  # noqa: BLE001 - e.g. a CUDA error surfacing outside the candidate's call
+        result = _failure("runtime_error", exception_text(exc), "child")
+    result["mode"] = mode
+    result["child_s"] = time.perf_counter() - started
+    return result
+
+
+def _prepare_process(init_cuda: bool) -> None:
+    import torch
+
+    from builder.verify.poison import configure_cpu_allocator
+
+    configure_cpu_allocator()
+    if init_cuda and torch.cuda.is_available():
+        torch.cuda.init()
+        torch.empty(1, device="cuda")  # create the context now, not inside the first measured call
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        print("usage: python -m builder.verify.child JOB.json | -", file=sys.stderr)
+        return 2
+    if args[0] == "-":
+        _prepare_process(init_cuda=True)
+        job_path = sys.stdin.readline().strip()
+    else:
+        job_path = args[0]
+    try:
+        job = json.loads(Path(job_path).read_text())
+    except (OSError, ValueError) as exc:
+        print(f"error: unreadable job {job_path}: {exc}", file=sys.stderr)
+        return 2
+    if args[0] != "-":
+        _prepare_process(init_cuda=job.get("backend") == "cuda")
+    result = run_job(job)
+    try:
+        write_result(job["result_path"], result)
+    except (OSError, KeyError, TypeError, ValueError) as exc:
+        print(f"error: cannot write the result: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: after a CUDA fault the context's destructors can hang or abort, and
+    # the result is already on disk.
+    os._exit(code)

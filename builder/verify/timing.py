@@ -1,0 +1,209 @@
+"""Honest timing of a candidate (and of the baselines) inside the untrusted child.
+
+CUDA: an event pair on the current stream around each call with `torch.cuda.synchronize()` (device
+wide) inside the interval, so work hidden on other streams is timed too; the caches are flushed by
+writing config.L2_FLUSH_BYTES before each call. CPU: `time.perf_counter` with the same structure and a
+cache-sized write before each call. Warm-up calls are excluded; the input sets rotate through the SAME
+buffers (contents copied in before each call), so a kernel that caches results by pointer or by call
+count returns stale outputs, and every output produced while timing is checked against its set's
+reference.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from builder import config
+from builder.tasks import instantiate
+from builder.verify.compare import compare_outputs, flatten_outputs, output_nbytes, same_bits, snapshot, sync
+
+
+@dataclass
+class InputSet:
+    call: Callable[..., Any]  # runs the measured code on this set's model with the given inputs
+    inputs: list[Any]
+    reference: Any
+
+
+class TimingMismatch(Exception):
+    """An output produced while timing did not match its input set's reference."""
+
+
+def build_input_sets(task_module: Any, seeds: list[int], device: str, make_call) -> list[InputSet]:
+    """One set per seed: make_call(model, seed) -> callable; reference from the task's own Model."""
+    import torch
+
+    sets = []
+    with torch.no_grad():
+        for seed in seeds:
+            model, inputs = instantiate(task_module, seed, device)
+            reference = model(*snapshot(inputs))
+            sync(device)
+            sets.append(InputSet(call=make_call(model, seed), inputs=inputs, reference=reference))
+    return sets
+
+
+def _stats(samples_ms: list[float]) -> dict[str, Any]:
+    return {
+        "median_ms": statistics.median(samples_ms),
+        "mean_ms": statistics.fmean(samples_ms),
+        "std_ms": statistics.stdev(samples_ms) if len(samples_ms) > 1 else 0.0,
+        "min_ms": min(samples_ms),
+        "max_ms": max(samples_ms),
+        "n": len(samples_ms),
+    }
+
+
+def describe_method(device: str, warmup_calls: int, n: int, n_sets: int) -> str:
+    if device == "cuda":
+        how = (
+            "CUDA events on the current stream around each call with torch.cuda.synchronize() inside the "
+            f"interval; {config.L2_FLUSH_BYTES >> 20} MiB L2 flush write before each call"
+        )
+    else:
+        how = f"time.perf_counter around each call; {config.CPU_CACHE_FLUSH_BYTES >> 20} MiB cache flush write before each call"
+    return (
+        f"{how}; {warmup_calls} warm-up calls excluded; {n} timed calls rotating {n_sets} input sets "
+        "through the same buffers; every timed output checked against its reference"
+    )
+
+
+def measure(
+    sets: list[InputSet],
+    device: str,
+    *,
+    atol: float,
+    rtol: float,
+    warmup_calls: int = config.WARMUP_CALLS,
+    timed_calls: int = config.TIMED_CALLS,
+    budget_s: float = config.TIMING_BUDGET_S,
+    min_calls: int = config.MIN_TIMED_CALLS,
+) -> dict[str, Any]:
+    """Time calls rotating over `sets`; returns {"runtime": stats, "timing_method": str}.
+
+    Raises TimingMismatch when an output does not match its set's reference (caching across calls).
+    """
+    import torch
+
+    live = snapshot(sets[0].inputs)  # the buffers every call sees; contents rotate between sets
+
+    def load(index: int) -> None:
+        for buffer, value in zip(live, sets[index].inputs, strict=True):
+            if isinstance(buffer, torch.Tensor):
+                buffer.copy_(value)
+
+    if device == "cuda":
+        flush = torch.empty(config.L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+    else:
+        flush = torch.empty(config.CPU_CACHE_FLUSH_BYTES // 4, dtype=torch.float32)
+    samples: list[float] = []
+    started = None
+    # Every set is seen once before timing starts (a per-model torch.compile happens in warm-up).
+    warmup_calls = max(warmup_calls, len(sets))
+    total = warmup_calls + max(timed_calls, 1)
+    with torch.no_grad():
+        for call_index in range(total):
+            set_index = call_index % len(sets)
+            load(set_index)
+            flush.fill_(call_index % 7)
+            if device == "cuda":
+                torch.cuda.synchronize()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                out = sets[set_index].call(*live)
+                torch.cuda.synchronize()
+                end.record()
+                end.synchronize()
+                elapsed_ms = start.elapsed_time(end)
+            else:
+                begin = time.perf_counter()
+                out = sets[set_index].call(*live)
+                elapsed_ms = (time.perf_counter() - begin) * 1e3
+            comparison = compare_outputs(out, sets[set_index].reference, atol, rtol)
+            if not comparison.ok:
+                raise TimingMismatch(
+                    f"timed call {call_index + 1} (input set {set_index + 1}): {comparison.error} "
+                    "- results reused across calls?"
+                )
+            del out
+            if call_index < warmup_calls:
+                continue
+            if started is None:
+                started = time.perf_counter()
+            samples.append(elapsed_ms)
+            if len(samples) >= min_calls and time.perf_counter() - started > budget_s:
+                break
+    return {"runtime": _stats(samples), "timing_method": describe_method(device, warmup_calls, len(samples), len(sets))}
+
+
+def timing_seeds(job: dict[str, Any]) -> list[int]:
+    from builder.verify.checks import trial_seeds
+
+    seeds = trial_seeds(job)
+    return [seeds[i % len(seeds)] for i in range(max(config.INPUT_SETS, 2))]
+
+
+def job_counts(job: dict[str, Any]) -> dict[str, Any]:
+    """The timing knobs a job carries (the parent sets them; config gives the defaults)."""
+    return {
+        "warmup_calls": int(job.get("warmup_calls") or config.WARMUP_CALLS),
+        "timed_calls": int(job.get("timed_calls") or config.TIMED_CALLS),
+        "budget_s": float(job.get("timing_budget_s") or config.TIMING_BUDGET_S),
+        "min_calls": min(config.MIN_TIMED_CALLS, int(job.get("timed_calls") or config.TIMED_CALLS)),
+    }
+
+
+def time_candidate(binding: Any, task_module: Any, job: dict[str, Any], device: str) -> dict[str, Any]:
+    """Time a candidate that passed the checks; {"runtime", "timing_method"} or {"error"} on a mismatch."""
+
+    def make_call(model: Any, seed: int):
+        return binding.bind(model, task_module, seed, device).call
+
+    sets = build_input_sets(task_module, timing_seeds(job), device, make_call)
+    try:
+        return measure(sets, device, atol=float(job["atol"]), rtol=float(job["rtol"]), **job_counts(job))
+    except TimingMismatch as exc:
+        return {"error": str(exc)}
+
+
+def side_stream_reason(bound: Any, pristine: list[Any]) -> str | None:
+    """CUDA: is work still running elsewhere when forward returns? (a) a stream-ordered copy of the
+    output taken at once differs from the output after a device-wide sync; (b) events on the current
+    stream report much less time than a device-synchronized host clock."""
+    import torch
+
+    from builder.verify.poison import poison_free_memory
+
+    inputs = snapshot(pristine)
+    torch.cuda.synchronize()
+    probe = bound.call(*snapshot(pristine))
+    torch.cuda.synchronize()
+    poison_free_memory("cuda", output_nbytes(probe))
+    del probe
+    out = bound.call(*inputs)
+    early = [t.clone() for t in flatten_outputs(out) or []]  # same stream, no sync: stream-ordered copy
+    torch.cuda.synchronize()
+    late = flatten_outputs(out) or []
+    if any(not same_bits(a, b) for a, b in zip(early, late, strict=True)):
+        return "the output changed after forward returned: work was still running on another stream"
+    event_ms, host_ms = [], []
+    for _ in range(config.SIDE_STREAM_CALLS):
+        inputs = snapshot(pristine)
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin = time.perf_counter()
+        start.record()
+        bound.call(*inputs)
+        end.record()
+        torch.cuda.synchronize()
+        host_ms.append((time.perf_counter() - begin) * 1e3)
+        event_ms.append(start.elapsed_time(end))
+    event, host = statistics.median(event_ms), statistics.median(host_ms)
+    gap = host - event
+    if gap > max(config.SIDE_STREAM_TOLERANCE * host, config.SIDE_STREAM_MIN_GAP_MS):
+        return f"events on the current stream saw {event:.3f} ms, a device-synchronized host clock {host:.3f} ms"
+    return None

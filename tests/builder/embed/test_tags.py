@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from builder import config
+from builder.embed.tags import strategy_tags
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "embed" / "tags"
+POSITIVE = sorted(tag for tag in config.STRATEGY_TAGS)
+
+
+def _tags(name: str) -> list[str]:
+    return strategy_tags((FIXTURES / name).read_text(), "cuda")
+
+
+@pytest.mark.parametrize("tag", POSITIVE)
+def test_each_fixture_is_tagged_with_its_strategy(tag):
+    assert tag in _tags(f"{tag}.cu")
+
+
+def test_single_strategy_fixtures_get_nothing_else():
+    # Every fixture but fusion (which is naive besides) shows exactly one strategy.
+    for tag in POSITIVE:
+        expected = ["naive", "fusion"] if tag == "fusion" else [tag]
+        assert _tags(f"{tag}.cu") == expected, tag
+
+
+def test_mentions_in_comments_and_strings_do_not_tag():
+    assert _tags("negative_mentions.cu") == ["naive"]
+
+
+def test_lookalikes_do_not_tag():
+    # a shared-memory tree reduction, `#pragma unroll 1`, a single array squared
+    assert _tags("negative_lookalikes.cu") == ["naive"]
+
+
+def test_inline_cuda_of_a_python_candidate_is_scanned():
+    source = (
+        "import torch\n# float4 in a Python comment must not count\n"
+        'cuda_src = """\n__global__ void k(float* x) { atomicAdd(x, 1.0f); }\n"""\n'
+    )
+    assert strategy_tags(source, "python") == ["atomics"]
+
+
+def test_tags_are_in_vocabulary_order():
+    source = (FIXTURES / "fusion.cu").read_text() + (FIXTURES / "atomics.cu").read_text()
+    tags = strategy_tags(source, "cuda")
+    assert tags == [t for t in config.STRATEGY_TAGS if t in tags] and set(tags) <= set(config.STRATEGY_TAGS)
+
+
+def test_cpu_manual_unrolling_and_ternary_relu_fusion():
+    source = """
+    for (; j + 4 <= m; j += 4) {
+        c[j] += s * b[j]; c[j + 1] += s * b[j + 1]; c[j + 2] += s * b[j + 2]; c[j + 3] += s * b[j + 3];
+    }
+    for (int64_t i = 0; i < in; ++i) acc += row_x[i] * row_w[i];
+    y[o] = acc > 0.0f ? acc : 0.0f;
+    """
+    assert strategy_tags(source, "cpp") == ["fusion", "loop_unrolling"]

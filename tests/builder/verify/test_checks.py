@@ -1,0 +1,276 @@
+"""checks.evaluate in-process on trusted Python fakes: every flag fires when it should, and none fires
+on an honest forward (a false positive is as bad as a miss).
+
+The fakes compute through numpy so that, like a compiled kernel, their work is invisible to the torch
+profiler; fakes that call torch ops stand for candidates that hand the work to ATen.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from builder.tasks import instantiate, load_task_module
+from builder.tasks.suite import describe_task_file
+from builder.verify import checks
+
+TASKS = Path(__file__).resolve().parents[2] / "fixtures" / "tasks" / "level1"
+SEEDS = [9_141_592_653, 2_718_281_828, 1_618_033_988]
+
+
+def task_module(name: str):
+    return load_task_module(describe_task_file(TASKS / name))
+
+
+@pytest.fixture(scope="module")
+def scale_shift():
+    return task_module("1_scale_shift.py")
+
+
+@pytest.fixture(scope="module")
+def near_zero():
+    return task_module("3_near_zero.py")
+
+
+def job(**overrides):
+    base = {"backend": "cpu", "seeds": SEEDS, "trials": 3, "atol": 1e-4, "rtol": 1e-4, "profile": False}
+    base.update(overrides)
+    return base
+
+
+def honest(x, weight, bias):
+    return torch.from_numpy(x.numpy() * weight.numpy() + bias.numpy())
+
+
+def evaluate(forward, module, **overrides):
+    return checks.evaluate(forward, module, job(**overrides))
+
+
+def test_honest_forward_is_correct_without_flags(scale_shift):
+    result = evaluate(honest, scale_shift)
+    assert result["status"] == "correct", result["error"]
+    assert result["flags"] == []
+    assert result["trials"] == 3
+    assert result["max_diff"] is not None and result["max_diff"] <= 1e-6
+    assert result["own_kernel_fraction"] > 0.5
+
+
+def test_wrong_output_is_incorrect_with_max_diff(scale_shift):
+    def subtracts_bias(x, weight, bias):
+        return torch.from_numpy(x.numpy() * weight.numpy() - bias.numpy())
+
+    result = evaluate(subtracts_bias, scale_shift)
+    assert result["status"] == "incorrect"
+    assert result["max_diff"] > 0.1
+    assert "outside atol" in result["error"]
+
+
+def test_first_row_only_with_empty_like_is_uninitialized(scale_shift):
+    def first_row_only(x, weight, bias):
+        out = torch.empty_like(x)
+        out.numpy()[0] = x.numpy()[0] * weight.numpy() + bias.numpy()
+        return out
+
+    result = evaluate(first_row_only, scale_shift)
+    assert result["status"] == "incorrect"
+    assert "uninitialized_output" in result["flags"]
+    assert "nondeterministic" not in result["flags"]  # the poison, not randomness, explains the rest
+
+
+def test_nan_where_reference_has_none_is_uninitialized(scale_shift):
+    def leaves_a_hole(x, weight, bias):
+        out = honest(x, weight, bias)
+        out[7, 3] = float("nan")
+        return out
+
+    result = evaluate(leaves_a_hole, scale_shift)
+    assert result["status"] == "incorrect"
+    assert "uninitialized_output" in result["flags"]
+
+
+def test_unwritten_output_after_poison_is_never_correct(scale_shift):
+    result = evaluate(lambda x, weight, bias: torch.empty_like(x), scale_shift)
+    assert result["status"] == "incorrect"
+    assert "uninitialized_output" in result["flags"]
+
+
+def test_zeroing_the_input_after_computing_is_input_mutation(scale_shift):
+    def zeroes_input(x, weight, bias):
+        out = honest(x, weight, bias)
+        x.numpy()[:] = 0
+        return out
+
+    result = evaluate(zeroes_input, scale_shift)
+    assert result["status"] == "incorrect"
+    assert "input_mutation" in result["flags"]
+    assert "input 0" in result["flag_notes"]["input_mutation"]
+
+
+def test_zeroing_inputs_cannot_make_the_reference_agree(scale_shift):
+    def zeroes_then_returns_bias(x, weight, bias):
+        x.numpy()[:] = 0
+        return honest(x, weight, bias)  # equals the reference only if the reference saw zeros too
+
+    result = evaluate(zeroes_then_returns_bias, scale_shift)
+    assert result["status"] == "incorrect"
+    assert "input_mutation" in result["flags"]
+    assert result["max_diff"] > 0.1
+
+
+def test_parameter_mutation_is_flagged(scale_shift):
+    def doubles_weight(x, weight, bias):
+        out = honest(x, weight, bias)
+        weight.numpy()[:] *= 2
+        return out
+
+    result = evaluate(doubles_weight, scale_shift)
+    assert "input_mutation" in result["flags"]
+    assert "parameter weight" in result["flag_notes"]["input_mutation"]
+
+
+def test_random_output_is_nondeterministic(scale_shift):
+    rng = np.random.default_rng()
+
+    def noisy(x, weight, bias):
+        noise = rng.standard_normal(x.shape).astype(np.float32) * 1e-2
+        return torch.from_numpy(x.numpy() * weight.numpy() + bias.numpy() + noise)
+
+    result = evaluate(noisy, scale_shift)
+    assert result["status"] == "incorrect"
+    assert "nondeterministic" in result["flags"]
+
+
+def test_noise_within_tolerance_is_not_nondeterministic(scale_shift):
+    rng = np.random.default_rng()
+
+    def jitter(x, weight, bias):
+        noise = rng.standard_normal(x.shape).astype(np.float32) * 1e-7
+        return torch.from_numpy(x.numpy() * weight.numpy() + bias.numpy() + noise)
+
+    result = evaluate(jitter, scale_shift)
+    assert result["status"] == "correct", result["error"]
+    assert result["flags"] == []
+
+
+def test_constant_output_ignores_input(scale_shift):
+    result = evaluate(lambda x, weight, bias: torch.full_like(x, 0.5), scale_shift)
+    assert result["status"] == "incorrect"
+    assert "ignores_input" in result["flags"]
+    assert "uses_torch_ops" not in result["flags"]  # allocation helpers are not compute
+
+
+def test_ignoring_a_parameter_is_flagged(scale_shift):
+    def no_bias(x, weight, bias):
+        return torch.from_numpy(x.numpy() * weight.numpy())
+
+    result = evaluate(no_bias, scale_shift)
+    assert "ignores_input" in result["flags"]
+    assert "bias" in result["flag_notes"]["ignores_input"]
+
+
+def test_torch_ops_doing_the_work_are_flagged_but_not_disqualifying(scale_shift):
+    result = evaluate(lambda x, weight, bias: torch.addcmul(bias, x, weight), scale_shift)
+    assert result["status"] == "correct"
+    assert result["flags"] == ["uses_torch_ops"]
+    assert result["own_kernel_fraction"] < 0.5
+    assert any(k["name"] == "aten::addcmul" and k["library"] for k in result["kernels_seen"])
+
+
+def test_exception_is_runtime_error_with_message(scale_shift):
+    def raises(x, weight, bias):
+        raise RuntimeError("kernel launch failed: too many resources requested")
+
+    result = evaluate(raises, scale_shift)
+    assert result["status"] == "runtime_error"
+    assert "too many resources" in result["error"]
+    assert result["error_origin"] == "candidate"
+
+
+@pytest.mark.parametrize(
+    ("forward", "message"),
+    [
+        (lambda x, w, b: honest(x, w, b)[:, :-1], "shape"),
+        (lambda x, w, b: honest(x, w, b).double(), "dtype"),
+        (lambda x, w, b: (honest(x, w, b), honest(x, w, b)), "2 tensors"),
+        (lambda x, w, b: 3.0, "expected tensors"),
+    ],
+    ids=["shape", "dtype", "count", "not-a-tensor"],
+)
+def test_shape_dtype_and_type_mismatches_are_incorrect(scale_shift, forward, message):
+    result = evaluate(forward, scale_shift)
+    assert result["status"] == "incorrect"
+    assert message in result["error"]
+
+
+def test_near_zero_task_is_degenerate_and_zeros_pass_only_with_the_flag(near_zero):
+    result = evaluate(lambda x: torch.zeros_like(x), near_zero)
+    assert result["status"] == "correct"  # within tolerance: exactly why the flag must be there
+    assert result["flags"] == ["degenerate_task"]
+
+
+def test_informative_task_is_not_degenerate(scale_shift):
+    assert checks.degenerate_reason(torch.randn(64, 64), 1e-4, 1e-4) is None
+    broadcast_rows = torch.randn(1, 64).expand(64, 64).contiguous()
+    assert "dim 0" in checks.degenerate_reason(broadcast_rows, 1e-4, 1e-4)
+
+
+def test_seed_special_casing_fails_under_secret_seeds(scale_shift):
+    model, inputs = instantiate(scale_shift, 42)
+    memorised_x, memorised_out = inputs[0].clone(), model(*inputs).detach().clone()
+
+    def knows_seed_42(x, weight, bias):
+        if torch.equal(x, memorised_x):
+            return memorised_out.clone()
+        return torch.zeros_like(x)
+
+    known_seed = evaluate(knows_seed_42, scale_shift, seeds=[42], trials=1)
+    assert known_seed["max_diff"] == 0.0  # the memorised output itself matches...
+    assert known_seed["flags"] == ["ignores_input"]  # ...but perturbing a parameter exposes it
+    secret = evaluate(knows_seed_42, scale_shift)
+    assert secret["status"] == "incorrect" and secret["max_diff"] > 0.1
+
+
+def test_trials_use_the_job_seeds(scale_shift):
+    seen = []
+
+    def records(x, weight, bias):
+        seen.append(float(x[0, 0]))
+        return honest(x, weight, bias)
+
+    evaluate(records, scale_shift)
+    expected = {float(instantiate(scale_shift, seed)[1][0][0, 0]) for seed in SEEDS}
+    assert expected <= set(seen)
+
+
+def test_more_trials_than_seeds_derives_fresh_seeds():
+    seeds = checks.trial_seeds({"seeds": [5], "trials": 4})
+    assert seeds[0] == 5 and len(set(seeds)) == 4
+    assert checks.trial_seeds({"seeds": [5], "trials": 4}) == seeds  # reproducible from the job
+
+
+def test_trials_alternate_candidate_and_reference_order(scale_shift, monkeypatch):
+    events: list[str] = []
+    real_instantiate, real_reference, real_candidate = checks.instantiate, checks.run_reference, checks.run_candidate
+
+    def logged(name, real):
+        def wrapper(*args, **kwargs):
+            events.append(name)
+            return real(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(checks, "instantiate", logged("trial", real_instantiate))
+    monkeypatch.setattr(checks, "run_reference", logged("reference", real_reference))
+    monkeypatch.setattr(checks, "run_candidate", logged("candidate", real_candidate))
+    assert evaluate(honest, scale_shift)["status"] == "correct"
+    trials = "|".join(events).split("trial|")[1:]
+    first_calls = []
+    for index, trial in enumerate(trials):
+        calls = trial.strip("|").split("|")
+        if index == 0:
+            calls = calls[1:]  # the probe reference call that sizes the poison
+        first_calls.append(calls[0])
+    assert first_calls == ["candidate", "reference", "candidate"]

@@ -1,0 +1,168 @@
+"""Sandboxed, cached compilation and shared builds (CPU extensions).
+
+Builds are the slow part of this suite (~20-40 s each on a 2-core machine), so the fixture sources
+include only pybind11 (no torch headers) and every build is session-scoped and shared between tests.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from builder.verify import batching
+from builder.verify.compile import build_extension, compiler_excerpt
+from builder.verify.sandbox import run_sandboxed
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sandbox"
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("compile-cache")
+
+
+@pytest.fixture(scope="session")
+def build(cache_dir):
+    def run(source: str, language: str):
+        return build_extension(source, language, "cpu", cache_dir=cache_dir, timeout_s=300)
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def shared_pair(build):
+    """Two safe candidates: one shared build."""
+    sources = [(fixture("add_one.cpp"), "cpp"), (fixture("times_two.cpp"), "cpp")]
+    return batching.compile_many(sources, build)
+
+
+@pytest.fixture(scope="session")
+def mixed_batch(build):
+    """A macro candidate (built alone) and a batch with a broken candidate (falls back to one by one)."""
+    sources = [(fixture("add_three.cpp"), "cpp"), (fixture("uses_define.cpp"), "cpp"), (fixture("broken.cpp"), "cpp")]
+    with ThreadPoolExecutor(2) as executor:
+        return batching.compile_many(sources, build, executor=executor)
+
+
+def call_forward(library_path: str, module_name: str, symbol: str, value: int) -> int:
+    """Load the built module in a sandboxed child (never in this process) and call `symbol(value)`."""
+    code = (
+        "import importlib.util, sys\n"
+        "import torch  # extensions link against libtorch\n"
+        "spec = importlib.util.spec_from_file_location(sys.argv[2], sys.argv[1])\n"
+        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+        "target = module\n"
+        "for part in sys.argv[3].split('.'): target = getattr(target, part)\n"
+        "print('RESULT', target(int(sys.argv[4])))\n"
+    )
+    scratch = Path(library_path).parent / "call-scratch"
+    argv = [sys.executable, "-c", code, library_path, module_name, symbol, str(value)]
+    outcome = run_sandboxed(argv, scratch, 120, ro_binds=[Path(library_path).parent])
+    assert outcome.returncode == 0, outcome.stderr_tail
+    return int(outcome.stdout_tail.split("RESULT", 1)[1])
+
+
+def test_two_good_candidates_share_one_build_and_both_work(shared_pair):
+    first, second = shared_pair
+    assert first.ok and second.ok, (first.error, second.error)
+    assert first.library_path == second.library_path and first.batch_size == second.batch_size == 2
+    assert (first.symbol, second.symbol) == ("c0.forward", "c1.forward")
+    assert call_forward(first.library_path, first.module_name, first.symbol, 41) == 42
+    assert call_forward(second.library_path, second.module_name, second.symbol, 21) == 42
+
+
+def test_candidate_with_define_is_built_alone(mixed_batch):
+    _, with_define, _ = mixed_batch
+    assert with_define.ok, with_define.error
+    assert with_define.batch_size == 1 and with_define.symbol == "forward"
+    assert call_forward(with_define.library_path, with_define.module_name, "forward", 5) == 5 + 7
+
+
+def test_broken_candidate_does_not_fail_its_batch_and_gets_its_own_message(mixed_batch):
+    good, with_define, broken = mixed_batch
+    assert good.ok, good.error
+    assert good.library_path != with_define.library_path and good.symbol == "forward"
+    assert call_forward(good.library_path, good.module_name, "forward", 1) == 4
+    assert not broken.ok and broken.library_path is None
+    assert "not_declared_anywhere" in broken.error and "error" in broken.error
+    assert "ka_c0" not in broken.error  # the message is from its own build, not the failed batch
+
+
+def test_second_compile_is_a_cache_hit(build, mixed_batch):
+    first = mixed_batch[0]
+    again = build(fixture("add_three.cpp"), "cpp")
+    assert again.cached and not first.cached
+    assert again.compile_s == 0.0 and again.library_path == first.library_path and again.ok
+    failed_again = build(fixture("broken.cpp"), "cpp")
+    assert failed_again.cached and not failed_again.ok and "not_declared_anywhere" in failed_again.error
+
+
+def test_compile_timeout_is_reported_and_not_cached(tmp_path):
+    source = fixture("add_one.cpp") + "\n// timeout probe\n"
+    result = build_extension(source, "cpp", "cpu", cache_dir=tmp_path, timeout_s=0.5)
+    assert not result.ok and result.timed_out and "compile" in result.error
+    (cached_result,) = [p for p in (tmp_path / "builds").iterdir() if p.is_dir()]
+    assert not (cached_result / "result.json").exists()
+
+
+def test_plan_keeps_unsafe_candidates_alone_with_a_reason():
+    sources = [(fixture("add_one.cpp"), "cpp"), (fixture("uses_define.cpp"), "cpp"), ("print(1)", "python"),
+               (fixture("times_two.cpp"), "cpp")]  # fmt: skip
+    batches, alone, reasons = batching.plan_batches(sources, batch_size=8)
+    assert [[index for index, _ in group] for group in batches] == [[0, 3]]
+    assert alone == [1] and "#define" in reasons[1]
+
+
+@pytest.mark.parametrize(
+    "snippet, fragment",
+    [
+        ("#define SCALE 2\n", "#define"),
+        ("#pragma GCC optimize(\"O0\")\n", "#pragma"),
+        ("static std::string greeting = \"hi\";\n", "non-fundamental"),
+        ("static int counter = start_counter();\n", "dynamic initialiser"),
+        ("struct Noisy { Noisy() {} } noisy;\n", "global object"),
+        ("__attribute__((constructor)) static void at_load() {}\n", "constructor"),
+        ('extern "C" int exported() { return 1; }\n', "extern"),
+        ("TORCH_LIBRARY(myops, m) { m.def(\"f\"); }\n", "unrecognised"),
+    ],
+)
+def test_wrap_refuses_code_that_could_affect_other_candidates(snippet, fragment):
+    reason = batching.wrap_candidate(snippet + fixture("add_one.cpp"), "ka_c0")
+    assert isinstance(reason, str) and fragment in reason
+
+
+def test_wrap_accepts_harmless_top_level_code():
+    harmless = (
+        "// a comment with #define inside and PYBIND11_MODULE(TORCH_EXTENSION_NAME, x) { }\n"
+        "static const int kOffset = 4;\nstruct Pair { int a; int b; };\n"
+        "template <typename T> T twice(T x) { return x * 2; }\nint helper(int x);\n"
+        "namespace detail { inline int id(int x) { return x; } }\n"
+    )
+    wrapped = batching.wrap_candidate(harmless + fixture("add_one.cpp"), "ka_c5")
+    assert not isinstance(wrapped, str), wrapped
+    assert wrapped.includes == ["#include <pybind11/pybind11.h>"]
+    assert wrapped.body.startswith("namespace ka_c5 {") and "void ka_register(pybind11::module_& m)" in wrapped.body
+    assert "PYBIND11_MODULE" not in batching.mask_source(wrapped.body)
+
+
+def test_compiler_excerpt_keeps_the_first_error_lines():
+    noise = "\n".join(f"note: included from header {i}" for i in range(2000))
+    log = f"{noise}\nkernel.cpp:12:5: error: 'foo' was not declared in this scope\n{noise}"
+    excerpt = compiler_excerpt(log, limit=2048)
+    assert len(excerpt.encode()) <= 2048
+    assert "kernel.cpp:12:5: error: 'foo' was not declared" in excerpt
+    assert compiler_excerpt("short log") == "short log"
+
+
+def test_result_json_of_a_cached_build_is_readable(shared_pair, cache_dir):
+    library = Path(shared_pair[0].library_path)
+    data = json.loads((library.parent / "result.json").read_text())
+    assert data["ok"] and data["library_path"] == str(library)

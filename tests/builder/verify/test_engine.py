@@ -1,0 +1,190 @@
+"""The engine's parent side against a trusted fake child (tests/fixtures/sandbox/fake_child.py).
+
+The fake keeps to the job/result contract of docs/architecture.md; its behaviour comes from a
+`# FAKE: {...}` line in a Python candidate, so these tests compile nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+
+import psutil
+import pytest
+
+from builder import config
+from builder.candidates import Candidate
+from builder.tasks import load_suite
+from builder.verify import verdict
+from builder.verify.compile import CompileResult
+from builder.verify.engine import BaselineCache, Verifier, VerifyOptions, evaluate_compiled, verify
+from builder.verify.pool import EvalPool, build_job, child_env, run_child
+from schemas import validate
+
+FAKE_CHILD = "tests.fixtures.sandbox.fake_child"
+
+
+@pytest.fixture(scope="module")
+def task():
+    return load_suite().get("1/1")
+
+
+@pytest.fixture
+def options(tmp_path):
+    return VerifyOptions(
+        backend="cpu",
+        timeout_s=30,
+        child_module=FAKE_CHILD,
+        baseline_cache_dir=tmp_path / "baselines",
+        build_cache_dir=tmp_path / "builds",
+        trials=5,
+    )
+
+
+def candidate(task, directive: dict | None = None, name: str = "fake") -> Candidate:
+    body = f"# FAKE: {json.dumps(directive)}\n" if directive is not None else ""
+    return Candidate(task_id=task.id, source=f"{body}class ModelNew: pass  # {name}\n", language="python",
+                     kernel_name=name)  # fmt: skip
+
+
+def fake_children() -> list[psutil.Process]:
+    return [p for p in psutil.process_iter(["cmdline"]) if FAKE_CHILD in " ".join(p.info["cmdline"] or [])]
+
+
+def test_correct_candidate_gets_a_full_valid_record(task, options):
+    record = verify(candidate(task, {"status": "correct", "median_ms": 2.0}), task, options)
+    assert record.status == "correct" and record.flags == [] and record.ranking_eligible
+    assert validate(record) == []
+    assert record.task_id == "1/1" and record.op_name == "square_matmul" and record.language == "python"
+    assert record.reference_module_code == task.source and "def module_fn" in record.reference_functional_code
+    assert record.runtime_ms == 2.0 and record.runtime_n == options.timed_calls
+    assert record.eager_ms is not None and record.speedup_eager == pytest.approx(record.eager_ms / 2.0)
+    assert record.speedup_compile == pytest.approx(record.compile_ms / 2.0)
+    assert (record.atol, record.rtol) == task.tolerances()
+    assert len(record.seeds) == 5 and len(set(record.seeds)) == 5
+    assert record.isolation in ("bwrap", "process") and record.eval_s > 0
+    assert record.torch_version and record.gpu_name and record.created_at
+
+
+def test_seeds_are_secret_per_build_unless_given(task, options):
+    first = verify(candidate(task), task, options)
+    second = verify(candidate(task), task, options)
+    assert first.seeds != second.seeds
+    given = verify(candidate(task), task, replace(options, seeds=[1, 2, 3]))
+    assert given.seeds == [1, 2, 3] and given.trials == 3
+
+
+def test_disqualifying_flag_makes_correct_incorrect(task, options):
+    record = verify(candidate(task, {"status": "correct", "flags": ["input_mutation"]}), task, options)
+    assert record.status == "incorrect" and record.flags == ["input_mutation"] and not record.ranking_eligible
+
+
+def test_non_disqualifying_flag_keeps_status_but_not_ranking(task, options):
+    record = verify(candidate(task, {"status": "correct", "flags": ["degenerate_task", "made_up_flag"]}), task,
+                    options)  # fmt: skip
+    assert record.status == "correct" and record.flags == ["degenerate_task"] and not record.ranking_eligible
+
+
+def test_suspicious_speedup_over_eager(task, options):
+    # The fake's eager baseline is 1-2 ms; a 0.01 ms kernel is > 10x faster.
+    record = verify(candidate(task, {"status": "correct", "median_ms": 0.01}), task, options)
+    assert record.speedup_eager > config.SUSPICIOUS_SPEEDUP and "suspicious_speedup" in record.flags
+    assert record.status == "correct" and not record.ranking_eligible
+
+
+def test_incorrect_result_keeps_its_error_and_diff(task, options):
+    record = verify(candidate(task, {"status": "incorrect", "max_diff": 3.5, "error": "max_diff 3.5 > tol"}), task,
+                    options)  # fmt: skip
+    assert record.status == "incorrect" and record.max_diff == 3.5 and "3.5" in record.error
+    assert record.eager_ms is None  # baselines are measured only for correct kernels
+
+
+def test_segfault_is_a_crash_with_signal_and_stderr(task, options):
+    record = verify(candidate(task, {"do": "segfault"}), task, options)
+    assert record.status == "crash" and "SIGSEGV" in record.error and "about to crash" in record.error
+    assert validate(record) == []
+
+
+@pytest.mark.parametrize("action, expected", [("no_result", "exit code 3"), ("garbage", "exit code 0")])
+def test_missing_or_unreadable_result_is_a_crash(task, options, action, expected):
+    record = verify(candidate(task, {"do": action}), task, options)
+    assert record.status == "crash" and expected in record.error
+
+
+def test_hang_is_a_timeout_and_leaves_no_process(task, options):
+    started = time.monotonic()
+    record = verify(candidate(task, {"do": "hang"}), task, replace(options, timeout_s=2))
+    assert record.status == "timeout" and "timed out" in record.error
+    assert time.monotonic() - started < 30
+    assert fake_children() == []
+
+
+def test_unknown_status_from_the_child_is_a_crash(task, options):
+    record = verify(candidate(task, {"status": "totally_fine"}), task, options)
+    assert record.status == "crash" and "unknown status" in record.error
+
+
+def test_compile_failures_become_records_without_running_anything(task, options):
+    cand = candidate(task, name="cpp-like")
+    failed = evaluate_compiled(CompileResult(ok=False, error="x.cpp:3: error: boom"), cand, task, options)
+    assert failed.status == "compile_error" and "boom" in failed.error and failed.eval_s is None
+    timed_out = evaluate_compiled(CompileResult(ok=False, timed_out=True, error="compile timed out after 1 s"), cand,
+                                  task, options)  # fmt: skip
+    assert timed_out.status == "timeout" and "compile" in timed_out.error
+
+
+def test_baselines_are_measured_once_per_task_and_cached(task, options):
+    first = verify(candidate(task, {"status": "correct"}, "a"), task, options)
+    second = verify(candidate(task, {"status": "correct"}, "b"), task, options)
+    # The fake reports a different eager time on every run: equal values mean one measurement.
+    assert first.eager_ms == second.eager_ms is not None
+    assert len(list(options.baseline_cache_dir.glob("*.json"))) == 1
+    other_backend_key = BaselineCache(options.baseline_cache_dir).key(task, replace(options, backend="cuda"))
+    assert other_backend_key != BaselineCache(options.baseline_cache_dir).key(task, options)
+
+
+def test_child_sees_the_job_contract(task, options, tmp_path):
+    options = options.with_seeds()
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    job = build_job(task, candidate(task), CompileResult(ok=True), options, "evaluate", scratch)
+    result, outcome = run_child(job, scratch, options, 30)
+    assert outcome.returncode == 0, outcome.stderr_tail
+    assert result["seeds_seen"] == options.seeds and job["task_size"] == "cpu" and job["symbol"] == "forward"
+    assert "HOME" in result["env_seen"] and child_env(options) == {"CUDA_VISIBLE_DEVICES": ""}
+
+
+def test_pool_prestarts_the_next_child_while_one_runs(task, options, tmp_path):
+    with EvalPool(1, gpu=False, env_extra=child_env(options), child_module=FAKE_CHILD) as pool:
+        first = pool.take()
+        assert pool.started_count == 2  # the replacement started as soon as the first was taken
+        job = build_job(task, candidate(task), CompileResult(ok=True), options.with_seeds(), "evaluate",
+                        first.scratch)  # fmt: skip
+        result, outcome = run_child(job, first.scratch, options, 30, pooled=first)
+        assert outcome.returncode == 0 and result["status"] == "correct"
+        second = pool.take()
+        # The second child was started before the first one received its job: start-up overlapped.
+        assert psutil.Process(second.process.pid).create_time() <= result["started_at"] + 0.5
+        second.discard()
+    assert fake_children() == []
+
+
+def test_stream_verifies_every_pair_and_cleans_up(task, options):
+    verifier = Verifier(replace(options, prestart=1))
+    pairs = [(candidate(task, {"status": "correct"}, f"k{i}"), task) for i in range(3)]
+    pairs.append((candidate(task, {"status": "incorrect", "max_diff": 1.0}, "bad"), task))
+    records = list(verifier.stream(pairs))
+    assert sorted(r.kernel_name for r in records) == ["bad", "k0", "k1", "k2"]
+    assert {r.kernel_name: r.status for r in records}["bad"] == "incorrect"
+    assert len({tuple(r.seeds) for r in records}) == 1  # one secret draw per build
+    time.sleep(0.2)
+    assert fake_children() == []
+
+
+def test_verdict_helpers():
+    assert verdict.final_status("correct", {"side_stream"}) == "incorrect"
+    assert verdict.final_status("crash", {"side_stream"}) == "crash"
+    assert verdict.ranking_eligible("correct", set()) and not verdict.ranking_eligible("correct", {"degenerate_task"})
+    assert verdict.bounded("x" * 100_000).endswith("[...]") and len(verdict.bounded("x" * 100_000)) <= 8192
+    assert verdict.speedup(4.0, 2.0) == 2.0 and verdict.speedup(None, 2.0) is None

@@ -1,0 +1,159 @@
+"""Every page under streamlit.testing.v1.AppTest with seeded URL query params."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from archive_factory import make_record, write_archive
+from builder import config
+
+APP = Path(__file__).resolve().parents[2] / "explorer" / "app.py"
+TIMEOUT = 60  # generous for a loaded 2-core CI box; the runs take well under a second
+
+
+def run_page(page: str, **params) -> AppTest:
+    app = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    app.run()
+    app.switch_page(f"pages/{page}.py")
+    for key, value in params.items():
+        app.query_params[key] = value
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    return app
+
+
+def table(app: AppTest, column: str):
+    """The first table with this column (AppTest does not expose st.dataframe keys)."""
+    frames = [df.value for df in app.dataframe]
+    matches = [frame for frame in frames if column in frame.columns]
+    assert matches, f"no table with column {column!r} among {[list(f.columns) for f in frames]}"
+    return matches[0]
+
+
+def code_text(app: AppTest) -> str:
+    return "\n".join(block.value for block in app.code)
+
+
+@pytest.fixture
+def synthetic(source_env, synthetic_dir, synthetic_archive):
+    source_env(synthetic_dir)
+    return synthetic_archive
+
+
+def test_overview(synthetic):
+    app = run_page("overview")
+    assert app.title[0].value == "Verified kernel archive"
+    assert [m.label for m in app.metric][:3] == ["Kernels", "Tasks", "Correct"]
+    assert app.metric[0].value == f"{synthetic.size:,}"
+    assert len(app.get("plotly_chart")) == 5  # two count bars, two histograms, the fast_p curve
+    assert len(table(app, "speedup_eager")) == 20
+    assert any("Synthetic archive" in w.value for w in app.warning), [w.value for w in app.warning]
+
+
+def test_leaderboard_filters_from_url_change_results(synthetic):
+    level1 = table(run_page("leaderboard", level="1"), "n_eligible")
+    level2 = table(run_page("leaderboard", level="2", sort="task_id", order="asc"), "n_eligible")
+    assert len(level1) and set(level1["task_id"].str[0]) == {"1"}
+    assert len(level2) and set(level2["task_id"].str[0]) == {"2"}
+    assert list(level2["task_id"]) == sorted(level2["task_id"])
+    speedups = list(level1["speedup_eager"])
+    assert speedups == sorted(speedups, reverse=True)
+    by_model = table(run_page("leaderboard", model="gpt-5-mini"), "fast_1")
+    assert set(by_model["model"]) == {"gpt-5-mini"}
+
+
+def test_leaderboard_widgets_write_the_url_and_offer_csv(synthetic):
+    app = run_page("leaderboard")
+    assert len(app.download_button) == 2
+    app.multiselect(key="leaderboard_filter_status").set_value(["correct"])
+    app.selectbox(key="leaderboard_sort").set_value("runtime_ms")
+    app.run()
+    assert app.query_params["status"] == "correct" and app.query_params["sort"] == "runtime_ms"
+    app.number_input(key="leaderboard_filter_min_speedup").set_value(2.0).run()
+    assert app.query_params["min_speedup"] == "2"
+    assert (table(app, "n_eligible")["speedup_eager"] >= 2.0).all()
+
+
+def test_bad_url_filter_is_a_warning(synthetic):
+    app = run_page("leaderboard", min_speedup="fast")
+    assert any("Ignoring filters" in w.value for w in app.warning)
+
+
+def test_task_page(synthetic):
+    app = run_page("task", id="1/1")
+    assert app.title[0].value.startswith("Task 1/1")
+    assert set(table(app, "task_id")["task_id"]) == {"1/1"}
+    assert "def module_fn" in code_text(app)
+    assert "No task" in run_page("task", id="99/1").error[0].value
+    assert len(run_page("task").selectbox) >= 1  # no id: a picker
+
+
+def test_kernel_page_shows_code_verdict_flags_profiles(synthetic):
+    flagged = synthetic.kernels(eligible_only=False, limit=None, columns=("kernel_id", "flags", "status"))
+    flagged = flagged[flagged["flags"].map(len) > 0].iloc[0]
+    record = synthetic.kernel(flagged["kernel_id"])
+    app = run_page("kernel", id=record["kernel_id"])
+    assert app.title[0].value == record["kernel_name"]
+    assert record["cuda_code"] in code_text(app)
+    flags = table(app, "meaning")
+    assert list(flags["flag"]) == list(record["flags"]) and flags["meaning"].str.len().min() > 10
+    assert len(app.download_button) == 2
+    if record["status"] == "correct":
+        assert len(table(app, "occupancy_pct")) == 1  # the NCU per-kernel table
+    assert len(table(app, "check"))
+    assert len(table(app, "similarity")) == config.EXPLORER_NEIGHBOURS
+
+
+def test_kernel_page_unknown_or_missing_id(synthetic):
+    assert "No kernel" in run_page("kernel", id="nope").error[0].value
+    assert run_page("kernel").info
+
+
+def test_map_page(synthetic):
+    app = run_page("map", colour="speedup")
+    assert len(app.get("plotly_chart")) == 1
+    assert app.selectbox(key="map_colour").value == "speedup"
+    assert run_page("map", colour="status", level="2").get("plotly_chart")
+
+
+def test_search_text_and_semantic(synthetic):
+    text = table(run_page("search", q="__shfl_down_sync"), "kernel_name")
+    assert len(text) and text["kernel_name"].str.contains("_warp_").all()  # only the warp family uses shuffles
+    semantic = table(run_page("search", q="warp shuffle reduce __shfl_down_sync", mode="semantic"), "kernel_name")
+    assert semantic["kernel_name"].head(5).str.contains("_warp_").all()
+    filtered = table(run_page("search", q="__shfl_down_sync", level="3"), "kernel_name")
+    assert set(filtered["task_id"].str[0]) == {"3"}
+
+
+def test_semantic_search_falls_back_when_model_unavailable(tmp_path, source_env):
+    records = [make_record("1/1", "a", embedding=[1.0, 0.0], embedding_model="no-such-model/for-tests")]
+    source_env(write_archive(tmp_path, records))
+    app = run_page("search", q="kernel", mode="semantic")
+    assert any("Semantic search unavailable" in i.value for i in app.info)
+    assert list(table(app, "kernel_name")["kernel_name"]) == ["a"]
+
+
+def test_compare_page(synthetic):
+    best = synthetic.best_per_task()
+    a, b = best["kernel_id"].iloc[0], best["kernel_id"].iloc[1]
+    app = run_page("compare", a=a, b=b)
+    assert "--- a/" in code_text(app) and "+++ b/" in code_text(app)
+    metrics = table(app, "metric").set_index("metric")
+    assert metrics.loc["task_id", "A"] == best["task_id"].iloc[0]
+    assert "No such kernel" in run_page("compare", a=a, b="missing").error[0].value
+
+
+def test_bad_source_is_a_message_in_the_app(tmp_path, source_env):
+    source_env(tmp_path / "nowhere")
+    app = AppTest.from_file(str(APP), default_timeout=TIMEOUT).run()
+    assert not app.exception
+    assert "does not exist" in app.error[0].value
+
+
+def test_source_env_name_is_shared_with_the_cli():
+    from builder.cli import explore
+
+    assert config.EXPLORER_SOURCE_ENV == "KA_EXPLORER_SOURCE" and explore.APP_PATH == APP
