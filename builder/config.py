@@ -59,13 +59,26 @@ SANDBOX_ENV_ALLOW = (
 NCU_SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis")
 NCU_LAUNCH_COUNT = 20
 NCU_TIMEOUT_S = 300.0
-CLANG_TIDY_TIMEOUT_S = 120.0
-NCU_NVTX_RANGE = "candidate"  # push/pop range the child wraps candidate calls in; ncu profiles only inside it
+CLANG_TIDY_TIMEOUT_S = 300.0  # torch headers: ~25 CPU s per file, several times that in wall time on a busy 2-core box
 NCU_PARSE_TIMEOUT_S = 120.0  # reading a report (ncu_report module or `ncu --import`) in a subprocess
 NCU_RULES_PER_KERNEL = 20  # rule findings kept per kernel entry
 TORCH_PROFILE_TOP = 20  # operators / kernels kept per torch-profiler table
 CLANG_TIDY_CUDA_ARCH = "sm_90"  # --cuda-gpu-arch when the caller names none
 CLANG_TIDY_MAX_DIAGNOSTICS = 200  # diagnostics stored per candidate (counts cover all of them)
+# builder/profile/kernel_names.py: kernel-name prefixes (after "void " / anonymous namespaces, lower-cased)
+# and name-start patterns of library kernels; everything else is the candidate's own. Deliberately not
+# "gemm anywhere": candidates for GEMM tasks name their kernels gemm_* too.
+PROFILE_LIBRARY_KERNEL_PREFIXES = (
+    "at::", "at_cuda_detail::", "c10::", "cub::", "cub_", "thrust::", "cutlass", "cublas", "cudnn",
+    "cusparse", "cufft", "curand", "cutensor", "nccl", "flash::", "pytorch_flash::", "fmha", "triton_",
+    "memcpy ", "memset ",
+)
+PROFILE_LIBRARY_KERNEL_REGEX = (
+    r"^(?:sm\d+_xmma|xmma_|sm\d+_|ampere_|volta_|turing_|hopper_|maxwell_|nvjet|gemv|gemmk1|gemmSN|"
+    r"splitKreduce|implicit_convolve|winograd|regular_fft|vector_fft|nchwToNhwc|nhwcToNchw|cunn_|"
+    r"elementwise_kernel|vectorized_elementwise_kernel|unrolled_elementwise_kernel|reduce_kernel|"
+    r"indexSelect|CatArrayBatchedCopy|distribution_elementwise)"
+)
 CLANG_TIDY_CHECKS = (
     "-*,bugprone-*,performance-*,clang-analyzer-*,"
     "readability-misleading-indentation,readability-redundant-declaration,readability-else-after-return,"

@@ -16,7 +16,7 @@ if _ROOT not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-from explorer.components.context import current_archive, source_banner  # noqa: E402
+from explorer.components.context import current_archive  # noqa: E402
 
 _HERE = Path(__file__).parent
 
@@ -33,7 +33,5 @@ PAGES = [
 ]
 
 navigation = st.navigation(PAGES)
-archive = current_archive()
-st.sidebar.caption(f"Source: {archive.source.label} ({archive.size:,} kernels)")
-source_banner(archive)
+current_archive(show_source=False)  # a bad source stops here with a message naming the problem
 navigation.run()

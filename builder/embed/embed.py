@@ -50,7 +50,8 @@ class CodeEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """(len(texts), dim) float32, each row L2-normalised."""
-        dim = self.model.get_sentence_embedding_dimension()
+        dimension = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        dim = dimension()
         if not texts:
             return np.zeros((0, dim or 0), dtype=np.float32)
         owners: list[int] = []

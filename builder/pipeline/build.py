@@ -158,7 +158,6 @@ class Orchestrator:
             profile=profile,
             compile_workers=params.compile_workers,
             baseline_cache_dir=params.out / "baselines",
-            build_cache_dir=config.CACHE_DIR / "builds",
         )
         settings = ExecutorSettings(params.backend, params.gpus, params.compile_workers, params.ray_address)
         generator = self._make_generator(store)

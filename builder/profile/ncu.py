@@ -3,7 +3,7 @@
 Flow (CUDA backend; the verification engine drives it):
 1. `ncu_available()` -> path of `ncu` on PATH, or None (then the field is {"error": NCU_MISSING}).
 2. The parent runs `ncu_argv(report) + child_argv` inside the sandbox. The child wraps ONE candidate
-   call (after a warm-up call outside the range) in the NVTX push/pop range config.NCU_NVTX_RANGE;
+   call (after a warm-up call outside the range) in the NVTX push/pop range config.NVTX_CANDIDATE_RANGE;
    `--nvtx-include "candidate/"` (trailing slash = push/pop range) limits ncu to the kernels launched
    inside it, so the reference's kernels are never profiled. Clocks are left alone
    (`--clock-control none`).
@@ -48,7 +48,7 @@ def ncu_argv(report_path: str | Path, ncu: str | None = None) -> list[str]:
         argv += ["--section", section]
     argv += [
         "--launch-count", str(config.NCU_LAUNCH_COUNT),
-        "--nvtx", "--nvtx-include", f"{config.NCU_NVTX_RANGE}/",
+        "--nvtx", "--nvtx-include", f"{config.NVTX_CANDIDATE_RANGE}/",
         "--force-overwrite", "--export", str(report_path),
     ]  # fmt: skip
     return argv
@@ -129,7 +129,7 @@ def _finish(profile: dict) -> dict:
 
     kernels = profile.get("kernels") or []
     if not kernels:
-        return {"error": f"ncu profiled no kernel inside the '{config.NCU_NVTX_RANGE}' range"}
+        return {"error": f"ncu profiled no kernel inside the '{config.NVTX_CANDIDATE_RANGE}' range"}
     for kernel in kernels:
         kernel["library"] = is_library_kernel(kernel.get("name") or "")
         kernel["rules"] = (kernel.get("rules") or [])[: config.NCU_RULES_PER_KERNEL]

@@ -7,7 +7,7 @@ checks when the job has `profile: true`, and stores the returned dict in the res
 Own-vs-library time:
 - CUDA: device time of the candidate's own kernels over all kernel device time, classified by
   `kernel_names.is_library_kernel` (ATen, cuBLAS, cuDNN, CUTLASS, memcpy/memset are library).
-- CPU: the call runs inside a `record_function` range named config.NCU_NVTX_RANGE; the range's self
+- CPU: the call runs inside a `record_function` range named config.NVTX_CANDIDATE_RANGE; the range's self
   CPU time (time not spent inside any profiled ATen op) over its total CPU time is the candidate's
   own share. Python glue around the call counts as "own" too; for an extension call it is tiny.
 
@@ -58,7 +58,7 @@ def _operator_row(event: Any) -> dict:
     }
 
 
-def summarise(averages: list[Any], device: str, range_name: str = config.NCU_NVTX_RANGE) -> dict:
+def summarise(averages: list[Any], device: str, range_name: str = config.NVTX_CANDIDATE_RANGE) -> dict:
     """Tables and the own fraction from `prof.key_averages()` (a list of FunctionEventAvg)."""
     top = config.TORCH_PROFILE_TOP
     kernels = [e for e in averages if _is_device_event(e)]
@@ -127,7 +127,7 @@ def profile_call(call: Callable[[], Any], device: str) -> dict:
         return {"error": f"torch.profiler could not start: {type(exc).__name__}: {exc}"}
     started = time.perf_counter()
     try:
-        with record_function(config.NCU_NVTX_RANGE):
+        with record_function(config.NVTX_CANDIDATE_RANGE):
             call()
         if on_cuda:
             torch.cuda.synchronize()

@@ -85,9 +85,16 @@ def default_cache_dir() -> Path:
     return config.CACHE_DIR / "compile"
 
 
-def _arch_env(backend: str, arch: str | None) -> dict[str, str]:
-    # torch turns TORCH_CUDA_ARCH_LIST into -gencode flags: one arch, the present GPU's.
-    return {"TORCH_CUDA_ARCH_LIST": arch} if backend == "cuda" and arch else {}
+def _compile_env(backend: str, arch: str | None) -> dict[str, str]:
+    if backend != "cuda":
+        return {}
+    env = {}
+    if arch:
+        env["TORCH_CUDA_ARCH_LIST"] = arch  # torch turns it into -gencode flags: the present GPU's arch only
+    cuda_home = environment.cuda_home()
+    if cuda_home:
+        env["CUDA_HOME"] = cuda_home  # the scrubbed PATH may not lead torch to nvcc
+    return env
 
 
 def _read_cached(build_dir: Path) -> dict | None:
@@ -154,7 +161,7 @@ def build_extension(
                 timeout_s,
                 extra_binds=[build_dir],
                 gpu=False,
-                env_extra=_arch_env(backend, arch),
+                env_extra=_compile_env(backend, arch),
                 isolation=isolation,
             )
         finally:

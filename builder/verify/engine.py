@@ -133,7 +133,11 @@ def evaluate_compiled(compiled: CompileResult, candidate: Candidate, task: Task,
     extra["eval_s"] = outcome.wall_s
     extra["isolation"] = outcome.isolation
     if outcome.timed_out:
-        status, error, result = "timeout", f"evaluation timed out after {options.timeout_s:g} s; process group killed", None
+        status, error, result = (
+            "timeout",
+            f"evaluation timed out after {options.timeout_s:g} s; process group killed",
+            None,
+        )
     elif result is None:
         tail = outcome.stderr_tail.strip()
         status, error = "crash", f"child ended without a result ({outcome.describe()}); stderr tail:\n{tail}"
@@ -190,59 +194,76 @@ class BaselineCache:
             return baseline
 
 
-def _profile_error(exc: BaseException) -> str:
-    return json.dumps({"error": f"{type(exc).__name__}: {exc}"[: config.ERROR_TEXT_BYTES]})
-
-
-def attach_profiles(record: KernelRecord, candidate: Candidate, task: Task, options: VerifyOptions,
-                    compiled: CompileResult) -> KernelRecord:  # fmt: skip
-    """clang-tidy (parent, reads text) and Nsight Compute (a sandboxed child under ncu) when asked for.
+def attach_profiles(
+    record: KernelRecord, candidate: Candidate, task: Task, options: VerifyOptions, compiled: CompileResult
+) -> KernelRecord:
+    """clang-tidy (parent, reads text), the child's torch.profiler summary and Nsight Compute (a
+    sandboxed child under ncu, correct CUDA kernels only) through builder.profile, when asked for.
     A missing or failing profiler leaves {"error": reason}, never a failed record."""
     if not options.profile:
         return record
-    if candidate.language in ("cuda", "cpp"):
+    try:
+        from builder.profile import profile_record_fields
+    except ImportError as exc:  # written by another module owner; its absence must not fail a build
+        record.clang_tidy = json.dumps({"error": f"profiling unavailable: {exc}"})
+        return record
+    torch_profile = None
+    if record.torch_profile:
         try:
-            from builder.profile import clang_tidy
-
-            arch = environment.gpu_arch(options.device_index) if options.backend == "cuda" else None
-            tidy = clang_tidy.run_clang_tidy(candidate.source, candidate.language, arch=arch,
-                                             timeout_s=config.CLANG_TIDY_TIMEOUT_S)  # fmt: skip
-            record.clang_tidy = json.dumps(tidy)
-            diagnostics = tidy.get("diagnostics") if isinstance(tidy, dict) else None
-            if isinstance(diagnostics, list):
-                record.clang_tidy_warnings = sum(1 for d in diagnostics if d.get("severity") == "warning")
-        except Exception as exc:  # noqa: BLE001 - a profiler never fails a build
-            record.clang_tidy = _profile_error(exc)
-    if options.backend == "cuda" and record.status == "correct" and compiled.ok:
-        record = _attach_ncu(record, candidate, task, options, compiled)
-    return record
-
-
-def _attach_ncu(record: KernelRecord, candidate: Candidate, task: Task, options: VerifyOptions,
-                compiled: CompileResult) -> KernelRecord:  # fmt: skip
+            torch_profile = json.loads(record.torch_profile)
+        except ValueError:
+            torch_profile = None
+    arch = environment.gpu_arch(options.device_index) if options.backend == "cuda" else None
     scratch = Path(tempfile.mkdtemp(prefix="ka-ncu-"))
     try:
-        from builder.profile import ncu
-
-        if ncu.ncu_available() is None:
-            record.ncu_profile = json.dumps({"error": "ncu not available"})
-            return record
-        report = scratch / "profile.ncu-rep"
-        job = build_job(task, candidate, compiled, options, "ncu", scratch)
-        _, outcome = run_child(job, scratch, options, config.NCU_TIMEOUT_S, argv_prefix=ncu.ncu_argv(str(report)))
-        if outcome.timed_out or not report.exists():
-            record.ncu_profile = json.dumps({"error": f"ncu run failed ({outcome.describe()})"})
-            return record
-        profile = ncu.parse_report(str(report))
-        record.ncu_profile = json.dumps(profile)
-        for name, value in (ncu.promote(profile) or {}).items():
-            if name.startswith("ncu_") and hasattr(record, name):
-                setattr(record, name, value)
+        ncu_kwargs = _run_ncu(record, candidate, task, options, compiled, scratch)
+        fields = profile_record_fields(
+            candidate.source,
+            candidate.language,
+            backend=options.backend,
+            torch_profile=torch_profile,
+            arch=arch,
+            **ncu_kwargs,
+        )
     except Exception as exc:  # noqa: BLE001 - a profiler never fails a build
-        record.ncu_profile = _profile_error(exc)
+        fields = {"clang_tidy": json.dumps({"error": f"profiling failed: {type(exc).__name__}: {exc}"[:4096]})}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    for name, value in fields.items():
+        if name == "torch_own_fraction" and value is None:
+            continue  # keep the child's own-kernel fraction from the evaluation
+        if hasattr(record, name):
+            setattr(record, name, value)
     return record
+
+
+def _run_ncu(
+    record: KernelRecord,
+    candidate: Candidate,
+    task: Task,
+    options: VerifyOptions,
+    compiled: CompileResult,
+    scratch: Path,
+) -> dict[str, Any]:
+    """Run the candidate under Nsight Compute in a sandboxed child; the keyword arguments that tell
+    profile_record_fields what happened (the report is parsed before `scratch` is removed)."""
+    if options.backend != "cuda":
+        return {}
+    if record.status != "correct" or not compiled.ok:
+        return {"ncu_error": f"not profiled: status {record.status}"}
+    from builder.profile import ncu
+
+    if ncu.ncu_available() is None:
+        return {}
+    report = scratch / "profile.ncu-rep"
+    job = build_job(task, candidate, compiled, options, "ncu", scratch)
+    _, outcome = run_child(job, scratch, options, config.NCU_TIMEOUT_S, argv_prefix=ncu.ncu_argv(str(report)))
+    return {
+        "ncu_report_path": report,
+        "ncu_timed_out": outcome.timed_out,
+        "ncu_returncode": outcome.returncode,
+        "ncu_stderr_tail": outcome.stderr_tail,
+    }
 
 
 def verify(candidate: Candidate, task: Task, options: VerifyOptions) -> KernelRecord:
@@ -279,6 +300,15 @@ class Verifier:
         source = iter(pairs)
         stop = threading.Event()
 
+        def offer(item: object) -> None:
+            """Queue work unless the consumer has gone (a blocked put would hang the compile threads)."""
+            while not stop.is_set():
+                try:
+                    work.put(item, timeout=0.5)
+                    return
+                except queue.Full:
+                    continue
+
         def produce() -> None:
             try:
                 with ThreadPoolExecutor(max(1, self.options.compile_workers)) as executor:
@@ -287,17 +317,17 @@ class Verifier:
                         sources = [(c.source, c.language) for c, _ in window]
                         for index, (candidate, _) in enumerate(window):
                             if candidate.language == "python":
-                                work.put((window[index], CompileResult(ok=True)))
+                                offer((window[index], CompileResult(ok=True)))
 
                         def ready(index: int, result: CompileResult, window: list = window) -> None:
-                            work.put((window[index], result))
+                            offer((window[index], result))
 
                         batching.compile_many(sources, self._build, self.options.batch_size, executor, ready)
             except BaseException as exc:  # noqa: BLE001 - surfaced by stream() in the caller's thread
                 records.put(exc)
             finally:
                 for _ in range(workers):
-                    work.put(_DONE)
+                    offer(_DONE)
 
         def evaluate(device_index: int) -> None:
             options = replace(self.options, device_index=device_index)

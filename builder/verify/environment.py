@@ -7,6 +7,7 @@ Read with `nvidia-smi` and `nvcc --version` rather than by initialising CUDA in 
 from __future__ import annotations
 
 import functools
+import os
 import platform
 import re
 import shutil
@@ -29,9 +30,7 @@ def gpu_info(index: int = 0) -> dict[str, str] | None:
     """{"name", "compute_capability", "driver_version"} of GPU `index`, or None without a GPU."""
     if shutil.which("nvidia-smi") is None:
         return None
-    out = _run(
-        ["nvidia-smi", f"--id={index}", "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"]
-    )
+    out = _run(["nvidia-smi", f"--id={index}", "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"])
     if not out or "," not in out:
         return None
     name, cap, driver = (part.strip() for part in out.strip().splitlines()[0].split(",")[:3])
@@ -50,8 +49,23 @@ def gpu_arch(index: int = 0) -> str | None:
 
 
 @functools.lru_cache(maxsize=1)
+def cuda_home() -> str | None:
+    """The CUDA toolkit root: $CUDA_HOME / $CUDA_PATH, else nvcc's grandparent, else /usr/local/cuda."""
+    for name in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(name):
+            return os.environ[name]
+    nvcc = shutil.which("nvcc")
+    roots = ([Path(nvcc).resolve().parent.parent] if nvcc else []) + [Path("/usr/local/cuda")]
+    for root in roots:  # a root has the runtime headers (a wrapper nvcc in /usr/local/bin does not make one)
+        if (root / "include" / "cuda_runtime.h").exists() and (root / "bin" / "nvcc").exists():
+            return str(root)
+    return None
+
+
+@functools.lru_cache(maxsize=1)
 def nvcc_version() -> str | None:
-    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
+    home = cuda_home()
+    nvcc = shutil.which("nvcc") or (str(Path(home) / "bin" / "nvcc") if home else None)
     out = _run([nvcc, "--version"]) if nvcc else None
     match = re.search(r"release ([\d.]+)", out or "")
     return match.group(1) if match else None

@@ -108,6 +108,11 @@ _PY_HEAVY = set(_HEAVY_OPS.replace("\\w*", "").replace("\\w+", "").split("|")) |
     "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
     "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
 }  # fmt: skip
+_PY_NOT_COMPUTE = {
+    "manual_seed", "no_grad", "inference_mode", "is_tensor", "device", "Size", "cuda", "synchronize",
+    "randn", "rand", "randint", "randn_like", "rand_like", "randint_like", "randperm", "normal",
+    "get_rng_state", "set_rng_state", "equal", "is_floating_point", "empty_cache", "current_stream",
+}  # fmt: skip
 _PY_OWN_KERNEL_HINTS = ("load_inline", "cpp_extension", "triton", "cupy", "numba", "cuda.jit")
 
 
@@ -178,13 +183,21 @@ def _extension_names(tree: ast.AST) -> set[str]:
 
 
 def _calls_torch_compute(tree: ast.AST) -> bool:
-    """Any torch.* call other than allocation/shape helpers (used when no own kernel is in sight)."""
-    allowed = _CPP_ALLOCATION | {"manual_seed", "no_grad", "is_tensor", "device", "Size", "cuda", "nn"}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            name = _dotted(node.func)
-            if name.startswith("torch.") and name.split(".")[-1] not in allowed and not name.startswith("torch.nn."):
-                return True
+    """Any torch.* call outside __init__ other than allocation, random fills and shape helpers (used
+    when no own kernel is in sight: then torch does the work)."""
+    allowed = _CPP_ALLOCATION | _PY_NOT_COMPUTE
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef) or function.name == "__init__":
+            continue
+        for node in ast.walk(function):
+            if isinstance(node, ast.Call):
+                name = _dotted(node.func)
+                if (
+                    name.startswith("torch.")
+                    and not name.startswith("torch.nn.")
+                    and name.split(".")[-1] not in allowed
+                ):
+                    return True
     return False
 
 

@@ -14,15 +14,23 @@ def _open(spec: str) -> Archive:
     return Archive(resolve_source(spec))
 
 
-def current_archive() -> Archive:
-    """The archive named by the environment (set by `kernel-archive explore`); stops the page with a message."""
+def current_archive(show_source: bool = True) -> Archive:
+    """The archive named by the environment (set by `kernel-archive explore`); stops the page with a message.
+
+    Pages call this with show_source=True so each page carries the source caption and its caveats
+    (synthetic, imported) itself, whichever way it was reached.
+    """
     spec = source_from_env()
     try:
-        return _open(spec)
+        archive = _open(spec)
     except ArchiveError as exc:  # a bad source: say what is wrong in the app, never a traceback
         st.error(f"Cannot open the archive: {exc}")
         st.stop()
         raise  # unreachable: st.stop() ends the run
+    if show_source:
+        st.sidebar.caption(f"Source: {archive.source.label} ({archive.size:,} kernels)")
+        source_banner(archive)
+    return archive
 
 
 def source_banner(archive: Archive) -> None:

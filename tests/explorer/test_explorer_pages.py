@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -14,12 +15,22 @@ APP = Path(__file__).resolve().parents[2] / "explorer" / "app.py"
 TIMEOUT = 60  # generous for a loaded 2-core CI box; the runs take well under a second
 
 
+_SESSION: dict[str, AppTest] = {}
+
+
 def run_page(page: str, **params) -> AppTest:
-    app = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
-    app.run()
+    """Open `page` with `params` as its URL query, in one app session per source (like a user following links).
+
+    Sessions are reused because each new AppTest scans every installed package for components (~1 s).
+    """
+    source = os.environ[config.EXPLORER_SOURCE_ENV]
+    app = _SESSION.get(source)
+    if app is None:
+        app = _SESSION[source] = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    app.query_params.clear()
+    app.query_params.update(params)
+    # url paths equal the file stems, so a page resolves even before the session's first run
     app.switch_page(f"pages/{page}.py")
-    for key, value in params.items():
-        app.query_params[key] = value
     app.run()
     assert not app.exception, [e.value for e in app.exception]
     return app
@@ -128,7 +139,14 @@ def test_search_text_and_semantic(synthetic):
     assert set(filtered["task_id"].str[0]) == {"3"}
 
 
-def test_semantic_search_falls_back_when_model_unavailable(tmp_path, source_env):
+def test_semantic_search_falls_back_when_model_unavailable(tmp_path, source_env, monkeypatch):
+    from explorer import embedder
+
+    def unavailable(name):
+        raise RuntimeError(f"{name} is not installed")
+
+    # Loading a real sentence-transformers model takes seconds; the page logic is what is tested here.
+    monkeypatch.setattr(embedder, "_load", unavailable)
     records = [make_record("1/1", "a", embedding=[1.0, 0.0], embedding_model="no-such-model/for-tests")]
     source_env(write_archive(tmp_path, records))
     app = run_page("search", q="kernel", mode="semantic")

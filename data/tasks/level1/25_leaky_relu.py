@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 OP_CATEGORY = "activation"
 DTYPE = "float32"
-CPU_SIZE = {"batch_size": 64, "dim": 4096}
+CPU_SIZE = {"batch_size": 32, "dim": 2048}
 
 batch_size = 4096
 dim = 16384

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 OP_CATEGORY = "gemm_epilogue"
 DTYPE = "float32"
 TOLERANCE = {"atol": 1e-3, "rtol": 1e-3}
-CPU_SIZE = {"batch_size": 64}
+CPU_SIZE = {"batch_size": 64, "in_features": 512, "out_features": 512}
 
 batch_size = 1024
 in_features = 4096

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 OP_CATEGORY = "attention"
 DTYPE = "float32"
 TOLERANCE = {"atol": 1e-3, "rtol": 1e-3}  # 512-term projections and 1024-key softmax sums in another order
-CPU_SIZE = {"batch_size": 2, "seq_len": 128}
+CPU_SIZE = {"batch_size": 2, "seq_len": 64, "embed_dim": 128}
 
 batch_size = 8
 seq_len = 1024

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 OP_CATEGORY = "transformer"
 DTYPE = "float32"
 TOLERANCE = {"atol": 2e-3, "rtol": 2e-3}  # chained GEMMs (K up to 3072), softmax and two LayerNorms
-CPU_SIZE = {"batch_size": 2, "seq_len": 64}
+CPU_SIZE = {"batch_size": 2, "seq_len": 32, "embed_dim": 192, "ffn_dim": 768}
 
 batch_size = 8
 seq_len = 512

@@ -3,7 +3,7 @@
 POST /api/repos/create, POST /api/validate-yaml, POST /api/datasets/{repo}/preupload/{rev} (answers
 "regular" for every file, so contents travel inline in the commit), POST /api/datasets/{repo}/commit/{rev}
 (NDJSON: header line, then one line per file with base64 content). Anything else is recorded and answered
-404 so a test sees unexpected calls. `fail_commits` makes the commit endpoint answer 500.
+404 so a test sees unexpected calls. `fail_commits` makes the commit endpoint refuse (403).
 """
 
 from __future__ import annotations
@@ -71,7 +71,8 @@ class FakeHub:
             )
         elif m := re.fullmatch(r"/api/datasets/([^/]+/[^/]+)/commit/([^/]+)", path):
             if self.fail_commits:
-                handler._send(500, {"error": "storage backend unavailable"})
+                # 403 (not 5xx, which the client retries with backoff): the token may not write this repo.
+                handler._send(403, {"error": "You don't have the rights to push to this repository"})
                 return
             for line in body.decode().splitlines():
                 item = json.loads(line)

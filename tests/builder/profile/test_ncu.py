@@ -35,7 +35,8 @@ def test_argv_never_touches_clocks_and_filters_to_the_candidate_range(tmp_path):
     assert sections == list(config.NCU_SECTIONS)
     assert argv[argv.index("--launch-count") + 1] == str(config.NCU_LAUNCH_COUNT)
     assert "--nvtx" in argv
-    assert argv[argv.index("--nvtx-include") + 1] == "candidate/"  # trailing slash: a push/pop range
+    # trailing slash: a push/pop range, the kind torch.cuda.nvtx.range / range_push opens in the child
+    assert argv[argv.index("--nvtx-include") + 1] == f"{config.NVTX_CANDIDATE_RANGE}/"
     assert argv[argv.index("--export") + 1] == str(report)
 
 

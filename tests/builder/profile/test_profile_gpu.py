@@ -48,7 +48,7 @@ def profiled(tmp_path_factory):
         pytest.skip("ncu not on PATH")
     work = tmp_path_factory.mktemp("ncu")
     script = work / "workload.py"
-    script.write_text(WORKLOAD.format(range_name=config.NCU_NVTX_RANGE))
+    script.write_text(WORKLOAD.format(range_name=config.NVTX_CANDIDATE_RANGE))
     report = work / "profile.ncu-rep"
     timing = work / "timing.json"
     started = time.monotonic()

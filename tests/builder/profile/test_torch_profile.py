@@ -29,7 +29,7 @@ def test_cpu_call_gives_operators_with_counts_and_memory():
     assert by_name["aten::relu"]["count"] == 1
     assert "aten::mm" in by_name
     assert by_name["aten::mm"]["cpu_memory_bytes"] == 128 * 128 * 4  # the product's allocation
-    assert all(row["name"] != config.NCU_NVTX_RANGE for row in result["operators"])
+    assert all(row["name"] != config.NVTX_CANDIDATE_RANGE for row in result["operators"])
     assert result["kernels"] == [] and result["own_fraction_basis"] == "cpu_time"
     assert 0.0 <= result["own_fraction"] < 1.0
     assert len(result["operators"]) <= config.TORCH_PROFILE_TOP
@@ -76,7 +76,7 @@ class RecordedEvent:
 
 def test_cuda_own_fraction_is_device_time_of_own_kernels():
     events = [
-        RecordedEvent(config.NCU_NVTX_RANGE, 1, self_cpu_time_total=50.0, cpu_time_total=400.0),
+        RecordedEvent(config.NVTX_CANDIDATE_RANGE, 1, self_cpu_time_total=50.0, cpu_time_total=400.0),
         RecordedEvent("aten::empty", 1, self_cpu_time_total=20.0, cpu_time_total=20.0),
         RecordedEvent("aten::mm", 1, self_cpu_time_total=30.0, cpu_time_total=30.0, self_device_time_total=25.0),
         RecordedEvent("add_relu_kernel(float const*, float*, int)", 2, "DeviceType.CUDA", self_device_time_total=75.0),
@@ -128,6 +128,8 @@ def test_library_kernels(name):
         "add_relu_kernel(const float *, const float *, float *, int)",
         "void matmul_tiled<32>(float const*, float const*, float*, int)",
         "memcpy_kernel(float*, float const*, int)",  # a candidate's own kernel may be named like a copy
+        "gemm_bias_relu_kernel(float const*, float const*, float*, int)",  # GEMM tasks' own kernels
+        "void sgemm_tiled<64>(float const*, float const*, float*, int)",
         "(anonymous namespace)::fused_softmax(float*, int)",
         "",
     ],

@@ -125,13 +125,13 @@ def test_plan_keeps_unsafe_candidates_alone_with_a_reason():
     "snippet, fragment",
     [
         ("#define SCALE 2\n", "#define"),
-        ("#pragma GCC optimize(\"O0\")\n", "#pragma"),
-        ("static std::string greeting = \"hi\";\n", "non-fundamental"),
+        ('#pragma GCC optimize("O0")\n', "#pragma"),
+        ('static std::string greeting = "hi";\n', "non-fundamental"),
         ("static int counter = start_counter();\n", "dynamic initialiser"),
         ("struct Noisy { Noisy() {} } noisy;\n", "global object"),
         ("__attribute__((constructor)) static void at_load() {}\n", "constructor"),
         ('extern "C" int exported() { return 1; }\n', "extern"),
-        ("TORCH_LIBRARY(myops, m) { m.def(\"f\"); }\n", "unrecognised"),
+        ('TORCH_LIBRARY(myops, m) { m.def("f"); }\n', "unrecognised"),
     ],
 )
 def test_wrap_refuses_code_that_could_affect_other_candidates(snippet, fragment):

@@ -188,3 +188,48 @@ def test_verdict_helpers():
     assert verdict.ranking_eligible("correct", set()) and not verdict.ranking_eligible("correct", {"degenerate_task"})
     assert verdict.bounded("x" * 100_000).endswith("[...]") and len(verdict.bounded("x" * 100_000)) <= 8192
     assert verdict.speedup(4.0, 2.0) == 2.0 and verdict.speedup(None, 2.0) is None
+
+
+def test_profile_hook_fills_profile_fields_and_tolerates_failures(task, options, monkeypatch):
+    import sys
+    import types
+
+    from builder.verify.engine import attach_profiles
+
+    cand = Candidate(task_id=task.id, source="int forward();", language="cpp", kernel_name="tidy")
+    record = verify(candidate(task, {"status": "correct"}), task, options)
+    calls = []
+
+    def fake_fields(source, language, *, backend, torch_profile=None, arch=None, **ncu):
+        calls.append((source, language, backend, ncu))
+        return {"clang_tidy": json.dumps({"warnings": 2}), "clang_tidy_warnings": 2, "torch_own_fraction": None,
+                "ncu_profile": json.dumps({"error": "ncu profiles the CUDA backend only"})}  # fmt: skip
+
+    package = types.ModuleType("builder.profile")
+    package.profile_record_fields = fake_fields
+    monkeypatch.setitem(sys.modules, "builder.profile", package)
+    profiled = attach_profiles(replace(record), cand, task, replace(options, profile=True), CompileResult(ok=True))
+    assert calls == [("int forward();", "cpp", "cpu", {})]  # no ncu run on the cpu backend
+    assert profiled.clang_tidy_warnings == 2 and json.loads(profiled.clang_tidy) == {"warnings": 2}
+    assert profiled.torch_own_fraction == record.torch_own_fraction == 1.0  # the child's value is kept
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("profiler exploded")
+
+    package.profile_record_fields = broken
+    failed = attach_profiles(replace(record), cand, task, replace(options, profile=True), CompileResult(ok=True))
+    assert "profiler exploded" in json.loads(failed.clang_tidy)["error"] and failed.status == "correct"
+    untouched = attach_profiles(replace(record), cand, task, options, CompileResult(ok=True))
+    assert untouched.clang_tidy is None and len(calls) == 1
+
+
+def test_stream_abandoned_early_leaves_no_process(task, options):
+    pairs = [(candidate(task, {"status": "incorrect"}, f"k{i}"), task) for i in range(6)]
+    stream = Verifier(replace(options, prestart=2, batch_size=2, compile_workers=1)).stream(pairs)
+    first = next(stream)
+    stream.close()  # the consumer stops: pre-started children must go with the stream
+    assert first.status == "incorrect"
+    deadline = time.monotonic() + 20
+    while fake_children() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert fake_children() == []

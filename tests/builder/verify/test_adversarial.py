@@ -1,0 +1,146 @@
+"""Every adversarial fixture through the real CLI: `kernel-archive verify FIXTURE --task ... --json` must
+give the status and flags tests/fixtures/candidates/fixtures.json expects.
+
+CPU (.cpp) and Python (ModelNew) fixtures run in CI on the cpu backend; the CUDA (.cu) ones are GPU
+tests. The CLI runs are started together in a session fixture (a few at a time, sharing one cache dir
+so each task's baselines are measured once), then asserted one test per fixture. The CLI environment
+carries a fake secret that the fixtures probe: a sandbox that leaks it makes them return wrong output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+CANDIDATES = REPO / "tests" / "fixtures" / "candidates"
+SUITES = {"fixtures": REPO / "tests" / "fixtures" / "tasks", "builtin": None}
+MANIFEST = json.loads((CANDIDATES / "fixtures.json").read_text())["fixtures"]
+SECRET_NAME = "KA_FIXTURE_SECRET"
+SPAWN_MARKER = ("sleep", "86399")  # the background process python/host_side_effects_spawns_process.py starts
+CLI_TIMEOUT_S = 1800
+PARALLEL_RUNS = max(2, min(4, os.cpu_count() or 2))
+
+
+def cli_available() -> bool:
+    try:
+        import builder.cli.verify  # noqa: F401
+        import builder.verify.engine  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def backend_of(fixture: str) -> str:
+    return "cuda" if fixture.startswith("cuda/") else "cpu"
+
+
+def fixtures_for(backend: str) -> list[str]:
+    return sorted(name for name in MANIFEST if backend_of(name) == backend)
+
+
+def verify_argv(fixture: str) -> list[str]:
+    spec = MANIFEST[fixture]
+    argv = [sys.executable, "-c", "from builder.cli import main; main()", "verify", str(CANDIDATES / fixture)]
+    argv += ["--task", spec["task"], "--backend", backend_of(fixture), "--json"]
+    if SUITES.get(spec.get("suite", "fixtures")):
+        argv += ["--suite", str(SUITES[spec.get("suite", "fixtures")])]
+    if "timeout_s" in spec:
+        argv += ["--timeout", str(spec["timeout_s"])]
+    return argv
+
+
+def run_verify(fixture: str, cache_dir: Path) -> dict:
+    env = dict(os.environ, KA_CACHE_DIR=str(cache_dir), **{SECRET_NAME: "leaked-if-you-can-read-this"})
+    done = subprocess.run(verify_argv(fixture), cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=CLI_TIMEOUT_S)  # fmt: skip
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    record = json.loads(lines[-1]) if lines else None
+    return {"returncode": done.returncode, "record": record, "stderr": done.stderr[-3000:]}
+
+
+def run_all(backend: str, cache_dir: Path) -> dict[str, dict]:
+    names = fixtures_for(backend)
+    with ThreadPoolExecutor(max_workers=PARALLEL_RUNS if backend == "cpu" else 1) as pool:
+        return dict(zip(names, pool.map(lambda name: run_verify(name, cache_dir), names), strict=True))
+
+
+def assert_verdict(fixture: str, outcome: dict) -> None:
+    spec = MANIFEST[fixture]
+    assert outcome["returncode"] == 0, f"{fixture}: exit {outcome['returncode']}: {outcome['stderr']}"
+    record = outcome["record"]
+    assert record is not None, f"{fixture}: no JSON record on stdout: {outcome['stderr']}"
+    expected_status = spec.get("status_any") or [spec["status"]]
+    assert record["status"] in expected_status, f"{fixture}: {record['status']} ({record['error']})"
+    flags = set(record["flags"])
+    required, allowed = set(spec["flags"]), set(spec["flags"]) | set(spec.get("optional_flags", []))
+    assert required <= flags <= allowed, f"{fixture}: flags {sorted(flags)}, expected {sorted(required)}"
+    if "max_diff_above" in spec:
+        assert record["max_diff"] is not None and record["max_diff"] > spec["max_diff_above"], record["max_diff"]
+    if "error_contains" in spec:
+        assert spec["error_contains"] in (record["error"] or ""), record["error"]
+    if "min_speedup_eager" in spec:
+        print(f"{fixture}: runtime {record['runtime_ms']} ms, eager {record['eager_ms']} ms, "
+              f"torch.compile {record['compile_ms']} ms, speedup vs eager {record['speedup_eager']}")  # fmt: skip
+        assert (record["speedup_eager"] or 0) >= spec["min_speedup_eager"]
+    if record["status"] == "correct":
+        assert record["runtime_ms"] and record["runtime_ms"] > 0 and record["timing_method"]
+
+
+needs_cli = pytest.mark.skipif(not cli_available(), reason="the parent side (builder.verify.engine, CLI verify) is not there yet")
+
+
+@pytest.fixture(scope="session")
+def cpu_outcomes(tmp_path_factory):
+    return run_all("cpu", tmp_path_factory.mktemp("adversarial_cache_cpu"))
+
+
+@pytest.fixture(scope="session")
+def cuda_outcomes(tmp_path_factory):
+    return run_all("cuda", tmp_path_factory.mktemp("adversarial_cache_cuda"))
+
+
+@needs_cli
+@pytest.mark.slow
+@pytest.mark.parametrize("fixture", fixtures_for("cpu"))
+def test_cpu_fixture_verdict(fixture, cpu_outcomes):
+    assert_verdict(fixture, cpu_outcomes[fixture])
+
+
+@needs_cli
+@pytest.mark.slow
+def test_no_spawned_process_survives_verify(cpu_outcomes):
+    import psutil
+
+    survivors = []
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = process.info.get("cmdline") or []
+        if tuple(cmdline[:2]) == SPAWN_MARKER:
+            survivors.append(process.pid)
+    assert not survivors, f"processes started by a candidate outlived verify: {survivors}"
+
+
+@needs_cli
+@pytest.mark.gpu
+@pytest.mark.parametrize("fixture", fixtures_for("cuda"))
+def test_cuda_fixture_verdict(fixture, cuda_outcomes):
+    assert_verdict(fixture, cuda_outcomes[fixture])
+
+
+def test_manifest_names_existing_files_and_known_verdicts():
+    from schemas import STATUSES, flag_vocabulary
+
+    on_disk = {str(p.relative_to(CANDIDATES)) for p in CANDIDATES.rglob("*") if p.suffix in (".cpp", ".cu", ".py")}
+    assert on_disk == set(MANIFEST), f"fixtures without a manifest entry or missing: {on_disk ^ set(MANIFEST)}"
+    vocabulary = set(flag_vocabulary())
+    for name, spec in MANIFEST.items():
+        assert set(spec.get("status_any") or [spec["status"]]) <= set(STATUSES), name
+        assert set(spec["flags"]) | set(spec.get("optional_flags", [])) <= vocabulary, name
+        expected = spec.get("status_any", [spec.get("status")])[0]
+        assert Path(name).name.split("_")[0] in (expected.split("_")[0], "torch", "host", "degenerate"), name

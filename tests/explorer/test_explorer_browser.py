@@ -1,0 +1,127 @@
+"""End to end in headless Chromium: `kernel-archive explore` serves the app, every page opens, links work,
+the WebGL map draws. Screenshots land in the pytest tmp dir (printed with -s)."""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from builder import config
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--use-gl=angle", "--use-angle=swiftshader", "--enable-unsafe-swiftshader",
+    "--disable-background-networking", "--disable-component-update", "--no-first-run", "--disable-sync",
+    "--disable-quic",
+]
+WAIT_MS = 90_000  # a loaded 2-core CI box; pages normally render in a second or two
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian chromium at /usr/bin/chromium"),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(synthetic_dir):
+    port = _free_port()
+    code = "from builder.cli import main; main()"
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, "explore", str(synthetic_dir), "--port", str(port)],
+        cwd=config.REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200:
+                break
+        except OSError:
+            if process.poll() is not None:
+                pytest.fail(f"explorer exited: {process.stdout.read().decode(errors='replace')[-2000:]}")
+            time.sleep(0.5)
+    else:
+        process.kill()
+        pytest.fail("explorer did not become healthy within 120 s")
+    yield url
+    os.killpg(process.pid, 15)  # our own process group: the CLI and the streamlit it started
+    process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    tab = context.new_page()
+    yield tab
+    context.close()
+
+
+def open_page(page, url: str, heading: str):
+    page.goto(url)
+    page.get_by_role("heading", level=1).filter(has_text=heading).first.wait_for(timeout=WAIT_MS)
+    page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=WAIT_MS)
+    assert page.locator('[data-testid="stException"]').count() == 0, f"exception shown on {url}"
+
+
+def test_every_page_opens(server, page, synthetic_archive, tmp_path):
+    best = synthetic_archive.best_per_task()
+    a, b = best["kernel_id"].iloc[0], best["kernel_id"].iloc[1]
+    pages = [
+        ("/", "Verified kernel archive"), ("/leaderboard?level=2", "Leaderboard"), ("/task?id=1/1", "Task 1/1"),
+        (f"/kernel?id={a}", best["kernel_name"].iloc[0]), ("/map", "Map of the archive"),
+        ("/search?q=__shfl_down_sync", "Search"), (f"/compare?a={a}&b={b}", "Compare kernels"),
+    ]
+    for path, heading in pages:
+        open_page(page, server + path, heading)
+        page.screenshot(path=str(tmp_path / f"{path.strip('/').split('?')[0] or 'overview'}.png"), full_page=True)
+    print(f"screenshots: {tmp_path}")
+
+
+def test_leaderboard_link_opens_kernel_page(server, page, synthetic_archive, tmp_path):
+    open_page(page, server + "/leaderboard?level=1", "Leaderboard")
+    best = synthetic_archive.best_per_task(__import__("explorer.filters").filters.Filters(level=("1",)))
+    first = best.iloc[0]
+    page.locator('[data-testid="stMain"] [data-testid="stPageLink-NavLink"]').filter(
+        has_text=first["kernel_name"]).first.click()
+    page.wait_for_url(f"**/kernel?id={first['kernel_id']}", timeout=WAIT_MS)
+    open_page(page, page.url, first["kernel_name"])
+    assert page.locator('[data-testid="stCode"]').first.inner_text().strip() != ""
+    page.screenshot(path=str(tmp_path / "kernel_from_leaderboard.png"), full_page=True)
+
+
+def test_map_canvas_is_not_blank(server, page, tmp_path):
+    from PIL import Image
+
+    open_page(page, server + "/map?colour=status", "Map of the archive")
+    chart = page.locator('[data-testid="stPlotlyChart"]').first
+    chart.locator("canvas").first.wait_for(timeout=WAIT_MS)
+    page.wait_for_timeout(1500)  # WebGL draws on the next animation frames
+    png = chart.screenshot(path=str(tmp_path / "map_chart.png"))
+    pixels = Image.open(io.BytesIO(png)).convert("RGB").getdata()
+    # Points are saturated colours; the background, grid, axes and labels are white, grey or black.
+    coloured = sum(1 for r, g, b in pixels if max(r, g, b) - min(r, g, b) > 60)
+    assert coloured > 1000, f"only {coloured} coloured pixels: the WebGL scatter did not draw"
