@@ -34,4 +34,4 @@ PAGES = [
 
 navigation = st.navigation(PAGES)
 current_archive(show_source=False)  # a bad source stops here with a message naming the problem
-navigation.run()
+navigation.run()  # each page body runs under components.context.page_errors

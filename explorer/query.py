@@ -10,6 +10,7 @@ keyed by the query and its parameters. Pages never write SQL.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -20,18 +21,55 @@ import numpy as np
 import pandas as pd
 
 from builder import config
-from builder.errors import UsageError
+from builder.errors import ArchiveError, UsageError
 from explorer.filters import Filters
 from explorer.sources import ResolvedSource, records_sql
 from schemas import field_names
 
-HEAVY_COLUMNS = ("cuda_code", "reference_module_code", "reference_functional_code", "ncu_profile", "torch_profile",
-                 "clang_tidy", "embedding", "error", "seeds")
+HEAVY_COLUMNS = (
+    "cuda_code",
+    "reference_module_code",
+    "reference_functional_code",
+    "ncu_profile",
+    "torch_profile",
+    "clang_tidy",
+    "embedding",
+    "error",
+    "seeds",
+)
 LIGHT_COLUMNS = tuple(name for name in field_names() if name not in HEAVY_COLUMNS)
 SORTABLE = frozenset(LIGHT_COLUMNS)
 BASELINES = {"eager": "speedup_eager", "compile": "speedup_compile"}
-TABLE_COLUMNS = ("kernel_id", "task_id", "op_name", "kernel_name", "model", "experiment", "status", "flags",
-                 "runtime_ms", "eager_ms", "compile_ms", "speedup_eager", "speedup_compile", "strategy_tags")
+TABLE_COLUMNS = (
+    "kernel_id",
+    "task_id",
+    "op_name",
+    "kernel_name",
+    "model",
+    "experiment",
+    "status",
+    "flags",
+    "runtime_ms",
+    "eager_ms",
+    "compile_ms",
+    "speedup_eager",
+    "speedup_compile",
+    "strategy_tags",
+)
+
+
+def _reads_parquet(method: Callable) -> Callable:
+    """Methods that read the Parquet files (not the in-memory table): a file gone or damaged since the archive
+    was opened becomes one ArchiveError naming the source, which the app shows as a message."""
+
+    @functools.wraps(method)
+    def wrapper(self: Archive, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except duckdb.Error as exc:
+            raise ArchiveError(f"cannot read {self.source.label}: {str(exc).splitlines()[0]}") from None
+
+    return wrapper
 
 
 class Archive:
@@ -71,7 +109,9 @@ class Archive:
         return self._cached(("sql", sql, repr(params)), lambda: self.cursor().execute(sql, params or []).df())
 
     def scalar(self, sql: str, params: list | None = None) -> Any:
-        return self._cached(("scalar", sql, repr(params)), lambda: self.cursor().execute(sql, params or []).fetchone()[0])
+        return self._cached(
+            ("scalar", sql, repr(params)), lambda: self.cursor().execute(sql, params or []).fetchone()[0]
+        )
 
     # --- vocabularies for filter widgets ------------------------------------------------------------
     def options(self, column: str) -> list:
@@ -88,10 +128,14 @@ class Archive:
 
     # --- overview --------------------------------------------------------------------------------
     def totals(self) -> dict[str, Any]:
-        row = self.cursor().execute(
-            "SELECT count(*), count(DISTINCT task_id), avg((status = 'correct')::INT), avg(ranking_eligible::INT), "
-            "count(DISTINCT model) FROM kernels"
-        ).fetchone()
+        row = (
+            self.cursor()
+            .execute(
+                "SELECT count(*), count(DISTINCT task_id), avg((status = 'correct')::INT), avg(ranking_eligible::INT), "
+                "count(DISTINCT model) FROM kernels"
+            )
+            .fetchone()
+        )
         return dict(kernels=row[0], tasks=row[1], correct_rate=row[2], eligible_rate=row[3], models=row[4])
 
     def counts_by(self, *columns: str, filters: Filters = Filters()) -> pd.DataFrame:
@@ -100,13 +144,16 @@ class Archive:
                 raise UsageError(f"unknown column {column!r}")
         where, params = filters.where()
         cols = ", ".join(columns)
-        return self.df(f"SELECT {cols}, count(*) AS kernels FROM kernels WHERE {where} GROUP BY {cols} ORDER BY {cols}",
-                       params)
+        return self.df(
+            f"SELECT {cols}, count(*) AS kernels FROM kernels WHERE {where} GROUP BY {cols} ORDER BY {cols}", params
+        )
 
     def speedup_values(self, baseline: str, filters: Filters = Filters()) -> np.ndarray:
         column = _baseline_column(baseline)
         where, params = filters.where()
-        frame = self.df(f"SELECT {column} AS s FROM kernels WHERE ranking_eligible AND {column} > 0 AND {where}", params)
+        frame = self.df(
+            f"SELECT {column} AS s FROM kernels WHERE ranking_eligible AND {column} > 0 AND {where}", params
+        )
         return frame["s"].to_numpy()
 
     def fast_p_curve(self, baseline: str, filters: Filters = Filters()) -> pd.DataFrame:
@@ -115,7 +162,8 @@ class Archive:
         where, params = filters.where()
         best = self.df(
             f"SELECT task_id, max(CASE WHEN ranking_eligible THEN {column} END) AS best FROM kernels "
-            f"WHERE {where} GROUP BY task_id", params
+            f"WHERE {where} GROUP BY task_id",
+            params,
         )["best"].to_numpy(dtype=float, na_value=np.nan)
         ps = np.linspace(0.0, config.EXPLORER_FAST_P_MAX, config.EXPLORER_FAST_P_POINTS)
         if best.size == 0:
@@ -128,9 +176,15 @@ class Archive:
         return self.kernels(filters, sort="speedup_eager", descending=True, limit=n, eligible_only=True)
 
     # --- tables --------------------------------------------------------------------------------
-    def kernels(self, filters: Filters = Filters(), sort: str = "speedup_eager", descending: bool = True,
-                limit: int | None = config.EXPLORER_TABLE_ROWS, eligible_only: bool = False,
-                columns: tuple[str, ...] = TABLE_COLUMNS) -> pd.DataFrame:
+    def kernels(
+        self,
+        filters: Filters = Filters(),
+        sort: str = "speedup_eager",
+        descending: bool = True,
+        limit: int | None = config.EXPLORER_TABLE_ROWS,
+        eligible_only: bool = False,
+        columns: tuple[str, ...] = TABLE_COLUMNS,
+    ) -> pd.DataFrame:
         _check_sort(sort)
         where, params = filters.where()
         if eligible_only:
@@ -144,8 +198,13 @@ class Archive:
         where, params = filters.where()
         return int(self.scalar(f"SELECT count(*) FROM kernels WHERE {where}", params))
 
-    def best_per_task(self, filters: Filters = Filters(), sort: str = "speedup_eager", descending: bool = True,
-                      baseline: str = "eager") -> pd.DataFrame:
+    def best_per_task(
+        self,
+        filters: Filters = Filters(),
+        sort: str = "speedup_eager",
+        descending: bool = True,
+        baseline: str = "eager",
+    ) -> pd.DataFrame:
         """The fastest ranking-eligible kernel of each task (ties broken by kernel_id), one row per task."""
         _check_sort(sort)
         column = _baseline_column(baseline)
@@ -181,17 +240,23 @@ class Archive:
         return self.df(sql, params)
 
     # --- task and kernel pages --------------------------------------------------------------------
+    @_reads_parquet
     def task(self, task_id: str) -> dict[str, Any] | None:
-        row = self.cursor().execute(
-            "SELECT task_id, level, task_number, op_name, op_category, reference_module_code, "
-            "reference_functional_code, count(*) OVER () AS kernels FROM records WHERE task_id = ? LIMIT 1",
-            [task_id],
-        ).df()
+        row = (
+            self.cursor()
+            .execute(
+                "SELECT task_id, level, task_number, op_name, op_category, reference_module_code, "
+                "reference_functional_code, count(*) OVER () AS kernels FROM records WHERE task_id = ? LIMIT 1",
+                [task_id],
+            )
+            .df()
+        )
         return None if row.empty else row.iloc[0].to_dict()
 
     def task_kernels(self, task_id: str) -> pd.DataFrame:
         return self.kernels(Filters(task=(task_id,)), sort="speedup_eager", limit=None)
 
+    @_reads_parquet
     def kernel(self, kernel_id: str) -> dict[str, Any] | None:
         def load() -> dict[str, Any] | None:
             frame = self.cursor().execute("SELECT * FROM records WHERE kernel_id = ? LIMIT 1", [kernel_id]).df()
@@ -202,15 +267,18 @@ class Archive:
     def children(self, kernel_id: str) -> pd.DataFrame:
         return self.df(
             "SELECT kernel_id, kernel_name, round, status, speedup_eager FROM kernels "
-            "WHERE list_contains(coalesce(parent_ids, []), ?) ORDER BY round, kernel_id", [kernel_id]
+            "WHERE list_contains(coalesce(parent_ids, []), ?) ORDER BY round, kernel_id",
+            [kernel_id],
         )
 
     def light_rows(self, kernel_ids: list[str]) -> pd.DataFrame:
         """Table rows for the given kernels, in the given order (unknown ids dropped)."""
         if not kernel_ids:
             return self.kernels(Filters(), limit=1).iloc[0:0]
-        frame = self.df(f"SELECT {', '.join(TABLE_COLUMNS)} FROM kernels WHERE kernel_id IN ({', '.join('?' * len(kernel_ids))})",
-                        list(kernel_ids))
+        frame = self.df(
+            f"SELECT {', '.join(TABLE_COLUMNS)} FROM kernels WHERE kernel_id IN ({', '.join('?' * len(kernel_ids))})",
+            list(kernel_ids),
+        )
         order = {kid: i for i, kid in enumerate(kernel_ids)}
         return frame.sort_values("kernel_id", key=lambda s: s.map(order)).reset_index(drop=True)
 
@@ -221,7 +289,8 @@ class Archive:
         extra = "" if colour in ("cluster_label", "kernel_name") else f", {colour}"
         return self.df(
             f"SELECT kernel_id, map_x, map_y, cluster_id, cluster_label, kernel_name{extra} FROM kernels "
-            f"WHERE map_x IS NOT NULL AND map_y IS NOT NULL AND {where}", params
+            f"WHERE map_x IS NOT NULL AND map_y IS NOT NULL AND {where}",
+            params,
         )
 
     def cluster_centres(self) -> pd.DataFrame:
@@ -232,7 +301,10 @@ class Archive:
         )
 
     # --- search -------------------------------------------------------------------------------
-    def search_text(self, text: str, filters: Filters = Filters(), limit: int = config.EXPLORER_SEARCH_RESULTS) -> pd.DataFrame:
+    @_reads_parquet
+    def search_text(
+        self, text: str, filters: Filters = Filters(), limit: int = config.EXPLORER_SEARCH_RESULTS
+    ) -> pd.DataFrame:
         """Case-insensitive substring match over op name, kernel name and code, ranked by where it matched."""
         where, params = filters.where()
         needle = text.strip()
@@ -249,14 +321,17 @@ class Archive:
         )
         return self.df(sql, [needle, needle, needle, *params])
 
+    @_reads_parquet
     def embeddings(self) -> tuple[np.ndarray, np.ndarray]:
         """(kernel_ids, unit-norm float32 matrix) of every kernel with an embedding; loaded once."""
         with self._lock:
             if self._embeddings is not None:
                 return self._embeddings
-        table = self.cursor().sql(
-            "SELECT kernel_id, embedding FROM records WHERE embedding IS NOT NULL AND len(embedding) > 0"
-        ).to_arrow_table()
+        table = (
+            self.cursor()
+            .sql("SELECT kernel_id, embedding FROM records WHERE embedding IS NOT NULL AND len(embedding) > 0")
+            .to_arrow_table()
+        )
         ids = np.asarray(table.column("kernel_id").to_pylist(), dtype=object)
         if len(ids):
             column = table.column("embedding").combine_chunks()
@@ -270,8 +345,13 @@ class Archive:
             self._embeddings = (ids, matrix)
         return self._embeddings
 
-    def nearest(self, vector: np.ndarray, filters: Filters = Filters(), limit: int = config.EXPLORER_SEARCH_RESULTS,
-                exclude: str | None = None) -> pd.DataFrame:
+    def nearest(
+        self,
+        vector: np.ndarray,
+        filters: Filters = Filters(),
+        limit: int = config.EXPLORER_SEARCH_RESULTS,
+        exclude: str | None = None,
+    ) -> pd.DataFrame:
         """Kernels by cosine similarity to `vector`, restricted to the filters."""
         ids, matrix = self.embeddings()
         if matrix.size == 0 or vector.shape[-1] != matrix.shape[1]:
@@ -288,7 +368,7 @@ class Archive:
         top = top[np.argsort(-scores[top], kind="stable")]
         top = top[np.isfinite(scores[top])]
         rows = self.light_rows(list(ids[top]))
-        similarity = dict(zip(ids[top], scores[top].astype(float)))
+        similarity = dict(zip(ids[top], scores[top].astype(float), strict=True))
         return rows.assign(similarity=rows["kernel_id"].map(similarity))
 
     def neighbours(self, kernel_id: str, limit: int = config.EXPLORER_NEIGHBOURS) -> pd.DataFrame:

@@ -106,7 +106,9 @@ def resolve_source(spec: str | os.PathLike | None = None) -> ResolvedSource:
         root = _download_hub(spec)
         label = f"hf://datasets/{spec}"
     else:
-        raise UsageError(f"source {spec!r} does not exist (expected a dataset folder, a Parquet file or a Hub dataset id)")
+        raise UsageError(
+            f"source {spec!r} does not exist (expected a dataset folder, a Parquet file or a Hub dataset id)"
+        )
     if root.is_dir() and not os.access(root, os.R_OK | os.X_OK):
         raise UsageError(f"source folder {root} is not readable")
     files = _parquet_files(root)
@@ -131,8 +133,15 @@ def resolve_source(spec: str | os.PathLike | None = None) -> ResolvedSource:
 
 
 def _sql_type(arrow_name: str) -> str:
-    scalar = {"string": "VARCHAR", "json": "VARCHAR", "int32": "INTEGER", "int64": "BIGINT", "float32": "FLOAT",
-              "float64": "DOUBLE", "bool": "BOOLEAN"}
+    scalar = {
+        "string": "VARCHAR",
+        "json": "VARCHAR",
+        "int32": "INTEGER",
+        "int64": "BIGINT",
+        "float32": "FLOAT",
+        "float64": "DOUBLE",
+        "bool": "BOOLEAN",
+    }
     if arrow_name.startswith("list<"):
         return scalar[arrow_name[5:-1]] + "[]"
     return scalar[arrow_name]
@@ -159,13 +168,17 @@ def records_sql(source: ResolvedSource) -> str:
             exprs[name] = f'CAST("{mapped[name]}" AS {_sql_type(typ)})'
         else:
             exprs[name] = f"CAST(NULL AS {_sql_type(typ)})"
-    exprs["task_id"] = "CAST(\"Level_ID\" AS VARCHAR) || '/' || CAST(\"Task_ID\" AS VARCHAR)"
+    exprs["task_id"] = 'CAST("Level_ID" AS VARCHAR) || \'/\' || CAST("Task_ID" AS VARCHAR)'
     exprs["kernel_id"] = (
-        "substr(sha256(CAST(\"Level_ID\" AS VARCHAR) || '/' || CAST(\"Task_ID\" AS VARCHAR) || chr(10) || "
+        'substr(sha256(CAST("Level_ID" AS VARCHAR) || \'/\' || CAST("Task_ID" AS VARCHAR) || chr(10) || '
         "coalesce(\"CUDA_Code\", '')), 1, 20)"
     )
     exprs.update(
-        backend="'cuda'", language="'cuda'", generator="'import'", flags="CAST([] AS VARCHAR[])",
-        ranking_eligible="coalesce(\"Correct\", false)", suite="'sakana'",
+        backend="'cuda'",
+        language="'cuda'",
+        generator="'import'",
+        flags="CAST([] AS VARCHAR[])",
+        ranking_eligible='coalesce("Correct", false)',
+        suite="'sakana'",
     )
     return "SELECT " + ", ".join(f'{expr} AS "{name}"' for name, expr in exprs.items()) + f" FROM {scan}"

@@ -14,7 +14,9 @@ from builder.errors import UsageError
 def embed(
     dataset_dir: Path = typer.Argument(..., help="Dataset folder written by `kernel-archive export`."),
     model: Optional[str] = typer.Option(
-        None, "--model", help=f"sentence-transformers model: name in the local cache or folder (default {config.DEFAULT_EMBEDDING_MODEL})."
+        None,
+        "--model",
+        help=f"sentence-transformers model: name in the local cache or folder (default {config.DEFAULT_EMBEDDING_MODEL}).",
     ),
     batch_size: int = typer.Option(config.EMBED_BATCH_SIZE, "--batch-size", help="Chunks per forward pass."),
     refit: bool = typer.Option(False, "--refit", help="Recompute map, clusters and labels even if no row is new."),

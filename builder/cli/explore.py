@@ -17,16 +17,30 @@ APP_PATH = config.REPO_ROOT / "explorer" / "app.py"
 
 def streamlit_argv(port: int, address: str) -> list[str]:
     return [
-        sys.executable, "-m", "streamlit", "run", str(APP_PATH),
-        "--server.headless", "true", "--server.port", str(port), "--server.address", address,
-        "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(APP_PATH),
+        "--server.headless",
+        "true",
+        "--server.port",
+        str(port),
+        "--server.address",
+        address,
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.fileWatcherType",
+        "none",
     ]
 
 
 def explore(
     source: Optional[str] = typer.Argument(
-        None, help="Dataset folder from `export`, a Parquet file/folder (ours or the 18-column public schema), "
-        "or a Hub dataset id. Default: data/sample/ (a synthetic archive until that exists)."),
+        None,
+        help="Dataset folder from `export`, a Parquet file/folder (ours or the 18-column public schema), "
+        "or a Hub dataset id. Default: data/sample/ (a synthetic archive until that exists).",
+    ),
     port: int = typer.Option(config.EXPLORER_DEFAULT_PORT, "--port", help="Port to serve on."),
     address: str = typer.Option(config.EXPLORER_DEFAULT_ADDRESS, "--address", help="Address to bind."),
     check_only: bool = typer.Option(False, "--check", help="Only open and check the source, then exit."),

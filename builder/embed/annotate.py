@@ -102,8 +102,10 @@ def embed_dataset(
     summary.seconds["map"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    rows["strategy_tags"] = [strategy_tags(src or "", lang) for src, lang in zip(rows["cuda_code"], rows["language"])]
-    hashes = [normalised_hash(src or "", lang) for src, lang in zip(rows["cuda_code"], rows["language"])]
+    rows["strategy_tags"] = [
+        strategy_tags(src or "", lang) for src, lang in zip(rows["cuda_code"], rows["language"], strict=True)
+    ]
+    hashes = [normalised_hash(src or "", lang) for src, lang in zip(rows["cuda_code"], rows["language"], strict=True)]
     rows["dup_group"] = duplicate_groups(rows["kernel_id"], rows["task_id"], hashes, embeddings)
     summary.seconds["tags_dups"] = time.perf_counter() - clock
 

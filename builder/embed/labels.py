@@ -17,7 +17,9 @@ from builder import config
 
 # PTX mnemonics keep their dots (cp.async.cg.shared.global, mma.sync.aligned...), identifiers keep
 # their underscores (__shfl_down_sync, __shared__) and digits (float4, half2).
-_TOKEN = re.compile(r"\b(?:cp|mma|wgmma|ldmatrix|red|atom|ld|st|tcgen05)(?:\.[A-Za-z0-9_]+)+|[A-Za-z_][A-Za-z0-9_]*")
+_TOKEN = re.compile(
+    r"(?<![\w.])(?:(?:cp|mma|wgmma|ldmatrix|red|atom|ld|st|tcgen05)(?:\.[A-Za-z0-9_]+)+|[A-Za-z_][A-Za-z0-9_]*)"
+)
 
 # Words every kernel has (C++ keywords, launch boilerplate, generic names): never a label.
 STOP_TERMS = frozenset(
@@ -27,7 +29,7 @@ STOP_TERMS = frozenset(
     size_t int64_t int32_t uint32_t uint64_t __global__ __device__ __host__ __forceinline__ __restrict__ restrict
     threadIdx blockIdx blockDim gridDim x y z std torch Tensor at data_ptr size numel options empty zeros
     contiguous dim3 block grid forward input output out in idx tid i j k n m c h w b N M K row col val value
-    result stream getCurrentCUDAStream cuda CUDA dtype device kFloat ScalarType TORCH_EXTENSION_NAME
+    result stream getCurrentCUDAStream threads blocks num_threads num_blocks block_size grid_size cuda CUDA dtype device kFloat ScalarType TORCH_EXTENSION_NAME
     self def import return nn Module super __init__ model
     """.split()
 )

@@ -54,7 +54,9 @@ def _elementwise(rng: random.Random, op: str) -> tuple[str, tuple[str, ...]]:
             + f"        reinterpret_cast<float4*>({y})[i / 4] = q;\n    }} else {{\n"
             f"        for (; i < n; ++i) {{ float v = {x}[i]; {y}[i] = {expr}; }}\n    }}\n"
         )
-    kernel = f"__global__ void {op}_kernel(const float* __restrict__ {x}, float* __restrict__ {y}, int n) {{\n{body}}}\n"
+    kernel = (
+        f"__global__ void {op}_kernel(const float* __restrict__ {x}, float* __restrict__ {y}, int n) {{\n{body}}}\n"
+    )
     host = (
         f"torch::Tensor forward(torch::Tensor {x}_t) {{\n"
         f'    TORCH_CHECK({x}_t.is_cuda(), "{x} must be a CUDA tensor");\n'
@@ -72,7 +74,9 @@ def _reduction(rng: random.Random, op: str) -> tuple[str, tuple[str, ...]]:
     acc = rng.choice(("sum", "acc", "partial"))
     lines = [f"__global__ void reduce_{op}(const float* __restrict__ x, float* __restrict__ out, int n) {{"]
     lines.append(f"    float {acc} = 0.0f;")
-    lines.append(f"    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {acc} += x[i];")
+    lines.append(
+        f"    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {acc} += x[i];"
+    )
     tags: tuple[str, ...] = ("grid_stride",)
     if style == "shared_tree":
         lines += [
@@ -95,7 +99,9 @@ def _reduction(rng: random.Random, op: str) -> tuple[str, tuple[str, ...]]:
             lines.append(f"    if ((threadIdx.x & 31) == 0) atomicAdd(out, {acc});")
             tags += ("atomics",)
         else:
-            lines.append(f"    if ((threadIdx.x & 31) == 0) out[blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32] = {acc};")
+            lines.append(
+                f"    if ((threadIdx.x & 31) == 0) out[blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32] = {acc};"
+            )
     lines.append("}")
     host = (
         "torch::Tensor forward(torch::Tensor x) {\n"
@@ -111,8 +117,14 @@ def _matmul(rng: random.Random, op: str) -> tuple[str, tuple[str, ...]]:
     tile = rng.choice((8, 16, 32))
     style = rng.choice(("naive", "tiled", "tensor_cores", "async"))
     fused = rng.random() < 0.5
-    epilogue = f"{{ float v = acc + bias[col]; c[row * n + col] = {ACTIVATIONS[op]}; }}" if fused else "c[row * n + col] = acc;"
-    params = "const float* __restrict__ a, const float* __restrict__ b, " + ("const float* __restrict__ bias, " if fused else "")
+    epilogue = (
+        f"{{ float v = acc + bias[col]; c[row * n + col] = {ACTIVATIONS[op]}; }}"
+        if fused
+        else "c[row * n + col] = acc;"
+    )
+    params = "const float* __restrict__ a, const float* __restrict__ b, " + (
+        "const float* __restrict__ bias, " if fused else ""
+    )
     if style == "naive":
         body = (
             "    int row = blockIdx.y * blockDim.y + threadIdx.y, col = blockIdx.x * blockDim.x + threadIdx.x;\n"
@@ -122,10 +134,10 @@ def _matmul(rng: random.Random, op: str) -> tuple[str, tuple[str, ...]]:
         tags: tuple[str, ...] = ("naive",)
     elif style in ("tiled", "async"):
         load_a = (
-            f'        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\\n" :: "r"((unsigned)__cvta_generic_to_shared(&as[threadIdx.y][threadIdx.x])), "l"(&a[row * n + t + threadIdx.x]));\n'
+            '        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\\n" :: "r"((unsigned)__cvta_generic_to_shared(&as[threadIdx.y][threadIdx.x])), "l"(&a[row * n + t + threadIdx.x]));\n'
             '        asm volatile("cp.async.wait_all;\\n" ::);\n'
             if style == "async"
-            else f"        as[threadIdx.y][threadIdx.x] = a[row * n + t + threadIdx.x];\n"
+            else "        as[threadIdx.y][threadIdx.x] = a[row * n + t + threadIdx.x];\n"
         )
         body = (
             f"    __shared__ float as[{tile}][{tile}];\n    __shared__ float bs[{tile}][{tile} + 1];\n"
@@ -175,7 +187,9 @@ def synthetic_kernels(count: int, seed: int = 0, tasks: int = 60) -> list[Synthe
         family, template = _TEMPLATES[family_index]
         op = rng.choice(sorted(ACTIVATIONS))
         code, tags = template(rng, op)
-        comment = rng.choice(("", f"// {family} kernel for {op}, variant {index}\n", f"/* generated variant {index} */\n"))
+        comment = rng.choice(
+            ("", f"// {family} kernel for {op}, variant {index}\n", f"/* generated variant {index} */\n")
+        )
         source = comment + _HEADER + "\n" + code + "\n" + _FOOTER.format(doc=f"{family} {op}")
         task = f"{family_index + 1}/{rng.randrange(tasks // len(_TEMPLATES)) + 1}"
         kernels.append(SyntheticKernel(task, f"{family}_{op}_{index}", source, tags))

@@ -13,7 +13,9 @@ from collections.abc import Callable
 from builder import config
 from builder.embed.code_text import code_view
 
-_VECTOR_TYPES = r"(?:float[234]|double[24]|half2|__half2|nv_bfloat162|__nv_bfloat162|u?int[24]|u?char4|u?short[24]|longlong2)"
+_VECTOR_TYPES = (
+    r"(?:float[234]|double[24]|half2|__half2|nv_bfloat162|__nv_bfloat162|u?int[24]|u?char4|u?short[24]|longlong2)"
+)
 _SIMPLE = {
     "warp_shuffle": re.compile(
         r"\b__shfl(?:_up|_down|_xor)?(?:_sync)?\s*\(|\.shfl(?:_up|_down|_xor)?\s*\(|\b__reduce_\w+_sync\s*\("

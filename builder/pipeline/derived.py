@@ -155,20 +155,26 @@ def preference_table(records: pa.Table, template: str) -> pa.Table:
         elif statuses[row] != "correct":
             failed.append(row)  # correct-but-flagged kernels are neither chosen nor rejected
     pairs: list[tuple[int, int, str]] = []
+    cap = config.PREFERENCE_PAIRS_PER_TASK
     for good, failed in groups.values():
         good.sort(key=lambda r: runtimes[r])
+        # The `cap` largest ratios pair one of the `cap` fastest with one of the `cap` slowest kernels,
+        # so only those are compared (linear, not quadratic, in kernels per task).
+        slowest = set(good[-cap:])
         faster = [
             (runtimes[slow] / runtimes[fast], fast, slow)
-            for i, fast in enumerate(good)
+            for i, fast in enumerate(good[:cap])
             for slow in good[i + 1 :]
-            if runtimes[slow] >= runtimes[fast] * config.PREFERENCE_MIN_SPEEDUP
+            if slow in slowest and runtimes[slow] >= runtimes[fast] * config.PREFERENCE_MIN_SPEEDUP
         ]
         faster.sort(key=lambda item: -item[0])
-        chosen_for_failed = [(fast, bad) for bad in failed for fast in good[:1]]
-        task_pairs = [(f, s, "faster") for _, f, s in faster] + [
-            (f, b, "correct_vs_failed") for f, b in chosen_for_failed
-        ]
-        pairs.extend(task_pairs[: config.PREFERENCE_PAIRS_PER_TASK])
+        by_speed = [(f, s, "faster") for _, f, s in faster]
+        versus_failed = [(good[0], bad, "correct_vs_failed") for bad in failed] if good else []
+        # Half the budget for each kind, the rest to whichever kind has more.
+        half = cap // 2
+        chosen = by_speed[:half] + versus_failed[:half]
+        chosen += (by_speed[half:] + versus_failed[half:])[: cap - len(chosen)]
+        pairs.extend(chosen)
     prompts = _Prompts(records, template)
     code = records.column("cuda_code")
     chosen_rows = pa.array([p[0] for p in pairs], pa.int64())

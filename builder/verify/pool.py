@@ -196,6 +196,11 @@ def run_child(job: dict[str, Any], scratch: Path, options: VerifyOptions, timeou
     """Write the job into the scratch dir, run the child (pooled or fresh), read its result."""
     job_path = scratch / "job.json"
     job_path.write_text(json.dumps(job))
+    if pooled is not None and not pooled.process.alive():
+        # A pre-started child that died before its job (start-up failure) says nothing about this
+        # candidate: run the job in a fresh child instead.
+        pooled.process.wait(0)
+        pooled = None
     if pooled is not None:
         pooled.process.restart_clock()
         pooled.process.send(str(job_path))

@@ -7,16 +7,26 @@ import pandas as pd
 import plotly.graph_objects as go
 
 STATUS_COLOURS = {
-    "correct": "#2e7d32", "incorrect": "#c62828", "compile_error": "#6a1b9a", "runtime_error": "#ef6c00",
-    "timeout": "#546e7a", "crash": "#212121",
+    "correct": "#2e7d32",
+    "incorrect": "#c62828",
+    "compile_error": "#6a1b9a",
+    "runtime_error": "#ef6c00",
+    "timeout": "#546e7a",
+    "crash": "#212121",
 }
 
 
 def bar_counts(frame: pd.DataFrame, x: str, stack: str, title: str) -> go.Figure:
     figure = go.Figure()
     for value, part in frame.groupby(stack, dropna=False, sort=True):
-        figure.add_trace(go.Bar(x=plotly_text(part[x]), y=part["kernels"], name=escape_plotly(str(value)),
-                                marker_color=STATUS_COLOURS.get(str(value))))
+        figure.add_trace(
+            go.Bar(
+                x=plotly_text(part[x]),
+                y=part["kernels"],
+                name=escape_plotly(str(value)),
+                marker_color=STATUS_COLOURS.get(str(value)),
+            )
+        )
     figure.update_layout(barmode="stack", title=title, height=340, margin=dict(t=40, b=40), xaxis_type="category")
     return figure
 
@@ -29,8 +39,14 @@ def log_histogram(values: np.ndarray, title: str, bins: int = 60) -> go.Figure:
     widths = 10 ** edges[1:] - 10 ** edges[:-1]
     figure = go.Figure(go.Bar(x=centres, y=counts, width=widths, marker_color="#1565c0"))
     figure.add_vline(x=1.0, line_dash="dash", line_color="grey")
-    figure.update_layout(title=title, xaxis_type="log", xaxis_title="speedup (x)", yaxis_title="kernels",
-                         height=320, margin=dict(t=40, b=40))
+    figure.update_layout(
+        title=title,
+        xaxis_type="log",
+        xaxis_title="speedup (x)",
+        yaxis_title="kernels",
+        height=320,
+        margin=dict(t=40, b=40),
+    )
     return figure
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import streamlit as st
 
 from builder.errors import ArchiveError
@@ -36,3 +39,15 @@ def current_archive(show_source: bool = True) -> Archive:
 def source_banner(archive: Archive) -> None:
     for note in archive.source.notes:
         st.warning(note, icon=":material/info:")
+
+
+@contextmanager
+def page_errors() -> Iterator[None]:
+    """Wrap a page body: an ArchiveError (files gone or damaged since the app started) becomes a message.
+
+    Streamlit runs page scripts itself and would show a traceback, so each page catches this in its own body.
+    """
+    try:
+        yield
+    except ArchiveError as exc:
+        st.error(f"Cannot read the archive: {exc}")

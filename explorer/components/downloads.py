@@ -24,7 +24,15 @@ def reverify_script(record: dict[str, Any]) -> str:
     delimiter = f"KERNEL_{record['kernel_id']}_EOF"
     while delimiter in code:
         delimiter += "_"
-    argv = ["kernel-archive", "verify", filename, "--task", record["task_id"], "--backend", record.get("backend") or "cuda"]
+    argv = [
+        "kernel-archive",
+        "verify",
+        filename,
+        "--task",
+        record["task_id"],
+        "--backend",
+        record.get("backend") or "cuda",
+    ]
     if record.get("atol") is not None and record.get("rtol") is not None:
         argv += ["--atol", repr(float(record["atol"])), "--rtol", repr(float(record["rtol"]))]
     suite = record.get("suite")
@@ -33,7 +41,9 @@ def reverify_script(record: dict[str, Any]) -> str:
         argv += ["--suite", suite]
         suite_note = f"# The task comes from the external suite {suite!r}: adjust --suite to your checkout.\n"
     recorded = ", ".join(
-        f"{name}={record.get(name)}" for name in ("status", "runtime_ms", "speedup_eager", "gpu_name") if record.get(name) is not None
+        f"{name}={record.get(name)}"
+        for name in ("status", "runtime_ms", "speedup_eager", "gpu_name")
+        if record.get(name) is not None
     )
     return (
         "#!/usr/bin/env bash\n"

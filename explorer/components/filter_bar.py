@@ -9,8 +9,14 @@ from explorer.filters import LIST_FILTERS, NO_FLAGS, Filters
 from explorer.query import Archive
 
 _LABELS = {
-    "level": "Level", "task": "Task", "category": "Op category", "model": "Model", "experiment": "Experiment",
-    "status": "Status", "flag": "Flags", "tag": "Strategy tag",
+    "level": "Level",
+    "task": "Task",
+    "category": "Op category",
+    "model": "Model",
+    "experiment": "Experiment",
+    "status": "Status",
+    "flag": "Flags",
+    "tag": "Strategy tag",
 }
 _SNAPSHOT = "_filters_url_snapshot"
 

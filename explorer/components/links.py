@@ -31,8 +31,12 @@ def kernel_link(kernel_id: str, label: str, key_hint: str = "") -> None:
 
 
 def task_link(task_id: str, label: str | None = None) -> None:
-    st.page_link(PAGE_FILES["task"], label=plain(label or f"task {task_id}"), query_params={"id": task_id},
-                 icon=":material/assignment:")
+    st.page_link(
+        PAGE_FILES["task"],
+        label=plain(label or f"task {task_id}"),
+        query_params={"id": task_id},
+        icon=":material/assignment:",
+    )
 
 
 def compare_link(a: str, b: str, label: str) -> None:
@@ -77,5 +81,11 @@ def quick_links(frame: pd.DataFrame, label_column: str = "kernel_name", n: int =
 
 
 def csv_download(frame: pd.DataFrame, name: str, key: str) -> None:
-    st.download_button(f"Download CSV ({len(frame)} rows)", frame.to_csv(index=False).encode(), file_name=name,
-                       mime="text/csv", key=key, icon=":material/download:")
+    st.download_button(
+        f"Download CSV ({len(frame)} rows)",
+        frame.to_csv(index=False).encode(),
+        file_name=name,
+        mime="text/csv",
+        key=key,
+        icon=":material/download:",
+    )

@@ -46,8 +46,11 @@ def scalars(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         return {}
     return {k: v for k, v in value.items() if not isinstance(v, (list, dict))} | {
-        f"{k}.{kk}": vv for k, v in value.items() if isinstance(v, dict)
-        for kk, vv in v.items() if not isinstance(vv, (list, dict))
+        f"{k}.{kk}": vv
+        for k, v in value.items()
+        if isinstance(v, dict)
+        for kk, vv in v.items()
+        if not isinstance(vv, (list, dict))
     }
 
 

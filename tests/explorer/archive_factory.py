@@ -25,9 +25,18 @@ def make_record(task_id: str = "1/1", name: str = "k", code: str | None = None, 
     status = fields.pop("status", "correct")
     flags = fields.pop("flags", [])
     base = KernelRecord(
-        kernel_id=hashlib.sha256(f"{task_id}\n{code}".encode()).hexdigest()[:20], task_id=task_id, level=level,
-        task_number=number, op_name=fields.pop("op_name", f"op{level}_{number}"), kernel_name=name, backend="cuda",
-        language="cuda", generator="llm", cuda_code=code, status=status, flags=flags,
+        kernel_id=hashlib.sha256(f"{task_id}\n{code}".encode()).hexdigest()[:20],
+        task_id=task_id,
+        level=level,
+        task_number=number,
+        op_name=fields.pop("op_name", f"op{level}_{number}"),
+        kernel_name=name,
+        backend="cuda",
+        language="cuda",
+        generator="llm",
+        cuda_code=code,
+        status=status,
+        flags=flags,
         ranking_eligible=fields.pop("ranking_eligible", status == "correct" and not flags),
     )
     data = record_to_dict(base)
@@ -63,8 +72,9 @@ def write_archive(out_dir: Path, records: list[dict[str, Any]], drop_columns: tu
 def write_sakana(path: Path, rows: list[dict[str, Any]]) -> Path:
     """A Parquet file in the 18-column schema of the best-known public archive."""
     schema = sakana_schema()
-    table = pa.Table.from_pydict({f.name: pa.array([r.get(f.name) for r in rows], type=f.type) for f in schema},
-                                 schema=schema)
+    table = pa.Table.from_pydict(
+        {f.name: pa.array([r.get(f.name) for r in rows], type=f.type) for f in schema}, schema=schema
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path)
     return path
@@ -72,11 +82,22 @@ def write_sakana(path: Path, rows: list[dict[str, Any]]) -> Path:
 
 def sakana_row(level: int, task: int, name: str, correct: bool, runtime: float | None, eager: float) -> dict[str, Any]:
     return {
-        "Op_Name": f"op_{task}", "Level_ID": level, "Task_ID": task, "Kernel_Name": name, "CUDA_Runtime": runtime,
-        "PyTorch_Native_Runtime": eager, "PyTorch_Compile_Runtime": eager * 0.8,
+        "Op_Name": f"op_{task}",
+        "Level_ID": level,
+        "Task_ID": task,
+        "Kernel_Name": name,
+        "CUDA_Runtime": runtime,
+        "PyTorch_Native_Runtime": eager,
+        "PyTorch_Compile_Runtime": eager * 0.8,
         "CUDA_Speedup_Native": eager / runtime if runtime else None,
         "CUDA_Speedup_Compile": eager * 0.8 / runtime if runtime else None,
-        "CUDA_Code": f"__global__ void {name}() {{}}", "PyTorch_Code_Module": "class Model: ...",
-        "PyTorch_Code_Functional": "def module_fn(x): ...", "Correct": correct, "Max_Diff": 0.0, "Error": None,
-        "NCU_Profile": None, "Torch_Profile": None, "Clang_Tidy": None,
+        "CUDA_Code": f"__global__ void {name}() {{}}",
+        "PyTorch_Code_Module": "class Model: ...",
+        "PyTorch_Code_Functional": "def module_fn(x): ...",
+        "Correct": correct,
+        "Max_Diff": 0.0,
+        "Error": None,
+        "NCU_Profile": None,
+        "Torch_Profile": None,
+        "Clang_Tidy": None,
     }

@@ -15,11 +15,19 @@ from pathlib import Path
 import pytest
 
 from builder import config
+from explorer.filters import Filters
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--use-gl=angle", "--use-angle=swiftshader", "--enable-unsafe-swiftshader",
-    "--disable-background-networking", "--disable-component-update", "--no-first-run", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--use-gl=angle",
+    "--use-angle=swiftshader",
+    "--enable-unsafe-swiftshader",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
     "--disable-quic",
 ]
 WAIT_MS = 90_000  # a loaded 2-core CI box; pages normally render in a second or two
@@ -42,7 +50,10 @@ def server(synthetic_dir):
     code = "from builder.cli import main; main()"
     process = subprocess.Popen(
         [sys.executable, "-c", code, "explore", str(synthetic_dir), "--port", str(port)],
-        cwd=config.REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        cwd=config.REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
@@ -83,7 +94,12 @@ def page(browser):
 def open_page(page, url: str, heading: str):
     page.goto(url)
     page.get_by_role("heading", level=1).filter(has_text=heading).first.wait_for(timeout=WAIT_MS)
-    page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=WAIT_MS)
+    # Rerun finished and every Plotly chart drawn (its JS loads lazily), so screenshots show whole pages.
+    page.wait_for_function(
+        "!document.querySelector('[data-testid=\"stStatusWidget\"]') && "
+        "[...document.querySelectorAll('[data-testid=\"stPlotlyChart\"]')].every(c => c.querySelector('.main-svg'))",
+        timeout=WAIT_MS,
+    )
     assert page.locator('[data-testid="stException"]').count() == 0, f"exception shown on {url}"
 
 
@@ -91,9 +107,13 @@ def test_every_page_opens(server, page, synthetic_archive, tmp_path):
     best = synthetic_archive.best_per_task()
     a, b = best["kernel_id"].iloc[0], best["kernel_id"].iloc[1]
     pages = [
-        ("/", "Verified kernel archive"), ("/leaderboard?level=2", "Leaderboard"), ("/task?id=1/1", "Task 1/1"),
-        (f"/kernel?id={a}", best["kernel_name"].iloc[0]), ("/map", "Map of the archive"),
-        ("/search?q=__shfl_down_sync", "Search"), (f"/compare?a={a}&b={b}", "Compare kernels"),
+        ("/", "Verified kernel archive"),
+        ("/leaderboard?level=2", "Leaderboard"),
+        ("/task?id=1/1", "Task 1/1"),
+        (f"/kernel?id={a}", best["kernel_name"].iloc[0]),
+        ("/map", "Map of the archive"),
+        ("/search?q=__shfl_down_sync", "Search"),
+        (f"/compare?a={a}&b={b}", "Compare kernels"),
     ]
     for path, heading in pages:
         open_page(page, server + path, heading)
@@ -103,10 +123,11 @@ def test_every_page_opens(server, page, synthetic_archive, tmp_path):
 
 def test_leaderboard_link_opens_kernel_page(server, page, synthetic_archive, tmp_path):
     open_page(page, server + "/leaderboard?level=1", "Leaderboard")
-    best = synthetic_archive.best_per_task(__import__("explorer.filters").filters.Filters(level=("1",)))
+    best = synthetic_archive.best_per_task(Filters(level=("1",)))
     first = best.iloc[0]
     page.locator('[data-testid="stMain"] [data-testid="stPageLink-NavLink"]').filter(
-        has_text=first["kernel_name"]).first.click()
+        has_text=first["kernel_name"]
+    ).first.click()
     page.wait_for_url(f"**/kernel?id={first['kernel_id']}", timeout=WAIT_MS)
     open_page(page, page.url, first["kernel_name"])
     assert page.locator('[data-testid="stCode"]').first.inner_text().strip() != ""
@@ -114,6 +135,7 @@ def test_leaderboard_link_opens_kernel_page(server, page, synthetic_archive, tmp
 
 
 def test_map_canvas_is_not_blank(server, page, tmp_path):
+    import numpy as np
     from PIL import Image
 
     open_page(page, server + "/map?colour=status", "Map of the archive")
@@ -121,7 +143,7 @@ def test_map_canvas_is_not_blank(server, page, tmp_path):
     chart.locator("canvas").first.wait_for(timeout=WAIT_MS)
     page.wait_for_timeout(1500)  # WebGL draws on the next animation frames
     png = chart.screenshot(path=str(tmp_path / "map_chart.png"))
-    pixels = Image.open(io.BytesIO(png)).convert("RGB").getdata()
+    pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=np.int16)
     # Points are saturated colours; the background, grid, axes and labels are white, grey or black.
-    coloured = sum(1 for r, g, b in pixels if max(r, g, b) - min(r, g, b) > 60)
+    coloured = int(((pixels.max(axis=2) - pixels.min(axis=2)) > 60).sum())
     assert coloured > 1000, f"only {coloured} coloured pixels: the WebGL scatter did not draw"

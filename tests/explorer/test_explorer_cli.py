@@ -16,8 +16,13 @@ from builder.errors import UsageError
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     code = "from builder.cli import main; main()"
-    return subprocess.run([sys.executable, "-c", code, "explore", *args], capture_output=True, text=True,
-                          timeout=120, cwd=config.REPO_ROOT)
+    return subprocess.run(
+        [sys.executable, "-c", code, "explore", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=config.REPO_ROOT,
+    )
 
 
 def test_wrong_schema_is_one_line_and_exit_2(tmp_path):

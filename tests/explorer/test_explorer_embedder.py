@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from builder import config
 from explorer.embedder import query_encoder
 from explorer.sample import SYNTHETIC_EMBEDDING_MODEL, hashed_token_embedding

@@ -12,10 +12,9 @@ def test_round_trip_through_query_params():
     filters = Filters(level=("1", "2"), model=("m,1",), flag=("none", "nondeterministic"), min_speedup=1.5)
     params = filters.to_query_params()
     assert params["level"] == ["1", "2"] and params["min_speedup"] == "1.5"
-    assert Filters.from_query_params({"level": ["1", "2"], "flag": ["none", "nondeterministic"],
-                                      "min_speedup": "1.5"}) == Filters(level=("1", "2"),
-                                                                         flag=("none", "nondeterministic"),
-                                                                         min_speedup=1.5)
+    assert Filters.from_query_params(
+        {"level": ["1", "2"], "flag": ["none", "nondeterministic"], "min_speedup": "1.5"}
+    ) == Filters(level=("1", "2"), flag=("none", "nondeterministic"), min_speedup=1.5)
 
 
 def test_comma_lists_and_duplicates_from_hand_written_urls():

@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 
 import pytest
+from archive_factory import make_record, write_archive
 from streamlit.testing.v1 import AppTest
 
-from archive_factory import make_record, write_archive
 from builder import config
 
 APP = Path(__file__).resolve().parents[2] / "explorer" / "app.py"
@@ -175,3 +175,32 @@ def test_source_env_name_is_shared_with_the_cli():
     from builder.cli import explore
 
     assert config.EXPLORER_SOURCE_ENV == "KA_EXPLORER_SOURCE" and explore.APP_PATH == APP
+
+
+def test_public_archive_source_pages(tmp_path, source_env):
+    from archive_factory import sakana_row, write_sakana
+
+    path = write_sakana(
+        tmp_path / "public.parquet",
+        [sakana_row(1, 1, "fast", True, 0.5, 1.0), sakana_row(1, 2, "bad", False, None, 1.0)],
+    )
+    source_env(path)
+    app = run_page("overview")
+    assert any("not re-verified" in w.value for w in app.warning)
+    best = table(run_page("leaderboard"), "n_eligible")
+    assert list(best["kernel_name"]) == ["fast"]
+    kernel = run_page("kernel", id=best["kernel_id"].iloc[0])
+    assert "__global__ void fast()" in code_text(kernel)
+    assert "run `kernel-archive embed`" in run_page("map").info[0].value
+
+
+def test_files_removed_while_the_app_is_up(tmp_path, source_env):
+    import shutil
+
+    folder = write_archive(tmp_path / "gone", [make_record("1/1", "a"), make_record("1/1", "b")])
+    source_env(folder)
+    assert not run_page("leaderboard").error
+    shutil.rmtree(folder / "data")
+    kernel_id = make_record("1/1", "b")["kernel_id"]
+    errors = [e.value for e in run_page("kernel", id=kernel_id).error]
+    assert errors and errors[0].startswith("Cannot read the archive:") and str(folder) in errors[0]

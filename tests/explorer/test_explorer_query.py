@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from archive_factory import make_record, write_archive
 
 from builder.errors import UsageError
 from explorer.filters import Filters
 from explorer.query import Archive
 from explorer.sources import resolve_source
-from archive_factory import make_record, write_archive
 
 WARP_CODE = "__global__ void g_kernel(float* x) { float v = __shfl_down_sync(0xffffffff, x[0], 1); }\n"
 
@@ -18,19 +18,49 @@ WARP_CODE = "__global__ void g_kernel(float* x) { float v = __shfl_down_sync(0xf
 def known(tmp_path_factory):
     # speedup_eager = eager/runtime. Task 1/1: a 2.0x (best eligible), b 20x but flagged, c incorrect, d 0.5x.
     # Task 1/2: e 0.5x, f compile error. Task 2/1: g 4x, child of a.
-    a = make_record("1/1", "a", model="m1", runtime_ms=1.0, eager_ms=2.0, compile_ms=1.0, embedding=[1, 0, 0],
-                    map_x=0.0, map_y=0.0, cluster_id=0, cluster_label="alpha", strategy_tags=["naive"])
+    a = make_record(
+        "1/1",
+        "a",
+        model="m1",
+        runtime_ms=1.0,
+        eager_ms=2.0,
+        compile_ms=1.0,
+        embedding=[1, 0, 0],
+        map_x=0.0,
+        map_y=0.0,
+        cluster_id=0,
+        cluster_label="alpha",
+        strategy_tags=["naive"],
+    )
     records = [
         a,
-        make_record("1/1", "b", model="m1", runtime_ms=0.1, eager_ms=2.0, flags=["suspicious_speedup"],
-                    embedding=[0.9, 0.1, 0]),
+        make_record(
+            "1/1", "b", model="m1", runtime_ms=0.1, eager_ms=2.0, flags=["suspicious_speedup"], embedding=[0.9, 0.1, 0]
+        ),
         make_record("1/1", "c", model="m2", status="incorrect", embedding=[0, 1, 0]),
         make_record("1/1", "d", model="m2", runtime_ms=4.0, eager_ms=2.0, embedding=[0, 0, 1]),
-        make_record("1/2", "e", model="m1", runtime_ms=1.0, eager_ms=0.5, embedding=[0.7, 0.7, 0],
-                    strategy_tags=["warp_shuffle", "fusion"]),
+        make_record(
+            "1/2",
+            "e",
+            model="m1",
+            runtime_ms=1.0,
+            eager_ms=0.5,
+            embedding=[0.7, 0.7, 0],
+            strategy_tags=["warp_shuffle", "fusion"],
+        ),
         make_record("1/2", "f", model="m2", status="compile_error", error="identifier undefined"),
-        make_record("2/1", "g", code=WARP_CODE, model="m2", runtime_ms=0.25, eager_ms=1.0, embedding=[1, 0.05, 0],
-                    parent_ids=[a["kernel_id"]], round=1, op_name="warp_reduce"),
+        make_record(
+            "2/1",
+            "g",
+            code=WARP_CODE,
+            model="m2",
+            runtime_ms=0.25,
+            eager_ms=1.0,
+            embedding=[1, 0.05, 0],
+            parent_ids=[a["kernel_id"]],
+            round=1,
+            op_name="warp_reduce",
+        ),
     ]
     archive = Archive(resolve_source(str(write_archive(tmp_path_factory.mktemp("known"), records))))
     return archive, {r["kernel_name"]: r["kernel_id"] for r in records}
@@ -52,8 +82,9 @@ def test_filters_change_results(known):
     archive, _ids = known
     assert names(archive, archive.best_per_task(Filters(level=("1",)))) == ["a", "e"]
     assert names(archive, archive.best_per_task(Filters(model=("m2",)))) == ["g", "d"]
-    assert names(archive, archive.kernels(Filters(status=("compile_error", "incorrect")), sort="kernel_name",
-                                          descending=False)) == ["c", "f"]
+    assert names(
+        archive, archive.kernels(Filters(status=("compile_error", "incorrect")), sort="kernel_name", descending=False)
+    ) == ["c", "f"]
     assert names(archive, archive.kernels(Filters(flag=("suspicious_speedup",)))) == ["b"]
     assert set(names(archive, archive.kernels(Filters(flag=("none",))))) == {"a", "c", "d", "e", "f", "g"}
     assert names(archive, archive.kernels(Filters(tag=("fusion",)))) == ["e"]
@@ -148,8 +179,11 @@ def test_map_and_options(known, synthetic_archive):
 
 def test_missing_optional_columns_read_as_null(tmp_path):
     # An export from an older schema without the embedding columns still opens.
-    folder = write_archive(tmp_path, [make_record("1/1", "a", runtime_ms=1.0, eager_ms=2.0)],
-                           drop_columns=("embedding", "map_x", "map_y", "cluster_id", "cluster_label"))
+    folder = write_archive(
+        tmp_path,
+        [make_record("1/1", "a", runtime_ms=1.0, eager_ms=2.0)],
+        drop_columns=("embedding", "map_x", "map_y", "cluster_id", "cluster_label"),
+    )
     archive = Archive(resolve_source(str(folder)))
     assert archive.map_points("status").empty
     assert archive.embedding_model() is None

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from explorer.sample import _FAMILIES, hashed_token_embedding, synthetic_columns
+from explorer.sample import hashed_token_embedding, synthetic_columns
+from explorer.sample_templates import FAMILIES
 from schemas import record_from_dict, validate
 
 
@@ -32,7 +33,7 @@ def test_same_seed_same_archive():
 def test_hashed_embedding_is_normalised_and_topical():
     warp = hashed_token_embedding("__shfl_down_sync warp reduce")
     assert np.isclose(np.linalg.norm(warp), 1.0)
-    families = {f.name: hashed_token_embedding(f.label + " " + f.body) for f in _FAMILIES}
+    families = {f.name: hashed_token_embedding(f.label + " " + f.body) for f in FAMILIES}
     best = max(families, key=lambda name: float(families[name] @ warp))
     assert best == "warp"
     assert not hashed_token_embedding("").any()

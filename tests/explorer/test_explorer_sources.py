@@ -5,12 +5,12 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from archive_factory import make_record, sakana_row, write_archive, write_sakana
 
 from builder.errors import UsageError
 from explorer.filters import Filters
 from explorer.query import Archive
 from explorer.sources import KIND_ARCHIVE, KIND_SAKANA, resolve_source
-from archive_factory import make_record, sakana_row, write_archive, write_sakana
 
 
 def test_dataset_folder_uses_level_splits_only(tmp_path):
@@ -29,11 +29,14 @@ def test_single_file_and_synthetic_label(synthetic_dir):
 
 
 def test_public_archive_schema_is_mapped(tmp_path):
-    path = write_sakana(tmp_path / "public.parquet", [
-        sakana_row(1, 3, "fast", True, 0.5, 2.0),
-        sakana_row(1, 3, "wrong", False, None, 2.0),
-        sakana_row(2, 7, "ok", True, 2.0, 1.0),
-    ])
+    path = write_sakana(
+        tmp_path / "public.parquet",
+        [
+            sakana_row(1, 3, "fast", True, 0.5, 2.0),
+            sakana_row(1, 3, "wrong", False, None, 2.0),
+            sakana_row(2, 7, "ok", True, 2.0, 1.0),
+        ],
+    )
     source = resolve_source(str(path))
     assert source.kind == KIND_SAKANA and any("not re-verified" in note for note in source.notes)
     archive = Archive(source)
@@ -54,8 +57,12 @@ def test_public_archive_schema_is_mapped(tmp_path):
         (lambda p: (p / "empty").mkdir() or p / "empty", "no Parquet files"),
         (lambda p: [(p / "x.parquet").write_text("not parquet"), p / "x.parquet"][1], "cannot read Parquet"),
         (lambda p: pq.write_table(pa.table({"x": [1]}), p / "t.parquet") or p / "t.parquet", "missing required column"),
-        (lambda p: pq.write_table(pa.table({"Op_Name": ["a"], "CUDA_Code": ["b"]}), p / "s.parquet") or p / "s.parquet",
-         "looks like the 18-column public archive but lacks"),
+        (
+            lambda p: (
+                pq.write_table(pa.table({"Op_Name": ["a"], "CUDA_Code": ["b"]}), p / "s.parquet") or p / "s.parquet"
+            ),
+            "looks like the 18-column public archive but lacks",
+        ),
     ],
 )
 def test_bad_sources_name_the_problem(tmp_path, make, message):

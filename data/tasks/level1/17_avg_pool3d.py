@@ -8,7 +8,7 @@ OP_CATEGORY = "pooling"
 DTYPE = "float32"
 CPU_SIZE = {"batch_size": 1, "depth": 8, "height": 16, "width": 16}
 
-batch_size = 8
+batch_size = 16
 channels = 32
 depth = 32
 height = 64

@@ -8,7 +8,7 @@ DTYPE = "float32"
 TOLERANCE = {"atol": 1e-2, "rtol": 1e-4}  # sums of 4096 terms (magnitude ~64) in another order
 CPU_SIZE = {"batch_size": 2, "dim1": 256, "dim2": 64}
 
-batch_size = 16
+batch_size = 32
 dim1 = 4096
 dim2 = 1024
 

@@ -7,7 +7,7 @@ OP_CATEGORY = "reduction"
 DTYPE = "float32"
 CPU_SIZE = {"batch_size": 2, "dim1": 256, "dim2": 64}
 
-batch_size = 16
+batch_size = 32
 dim1 = 4096
 dim2 = 1024
 

@@ -9,7 +9,7 @@ DTYPE = "float32"
 TOLERANCE = {"atol": 1e-3, "rtol": 1e-3}  # cuDNN algorithms differ in rounding
 CPU_SIZE = {"batch_size": 1, "depth": 4, "height": 8, "width": 8}
 
-batch_size = 8
+batch_size = 16
 in_channels = 32
 out_channels = 16
 depth = 16

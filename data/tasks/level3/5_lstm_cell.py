@@ -48,7 +48,11 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(batch_size, input_size), torch.randn(batch_size, hidden_size), torch.randn(batch_size, hidden_size)]
+    return [
+        torch.randn(batch_size, input_size),
+        torch.randn(batch_size, hidden_size),
+        torch.randn(batch_size, hidden_size),
+    ]
 
 
 def get_init_inputs():

@@ -52,7 +52,7 @@ def _stateless(module: nn.Module):
 
 
 def _per_row_mean(loss: nn.Module):
-    return lambda model, init_inputs: (lambda a, b: loss(a, b).mean(dim=1))
+    return lambda model, init_inputs: lambda a, b: loss(a, b).mean(dim=1)
 
 
 def _kl_div(model, init_inputs):
@@ -108,7 +108,9 @@ def _minigpt_block(model, init_inputs):
     (embed_dim,) = init_inputs
     ln1, ln2 = nn.LayerNorm(embed_dim), nn.LayerNorm(embed_dim)
     attention = nn.MultiheadAttention(embed_dim, 12, dropout=0.0, batch_first=True)
-    mlp = nn.Sequential(nn.Linear(embed_dim, 4 * embed_dim), nn.GELU(approximate="tanh"), nn.Linear(4 * embed_dim, embed_dim))
+    mlp = nn.Sequential(
+        nn.Linear(embed_dim, 4 * embed_dim), nn.GELU(approximate="tanh"), nn.Linear(4 * embed_dim, embed_dim)
+    )
     blocks = nn.ModuleDict({"ln1": ln1, "attention": attention, "ln2": ln2, "mlp": mlp})
     names = {
         **_weight_bias("ln1.", "ln1_weight", "ln1_bias"),
@@ -219,26 +221,30 @@ NN_EQUIVALENTS = {
     "level2/gemm_silu_scale": _then(
         _sequential(lambda i, o: [nn.Linear(i, o), nn.SiLU()], _GEMM), lambda y, model: y * 2.5
     ),
-    "level2/gemm_scale_residual": lambda model, init: (
-        lambda linear: lambda x, residual: linear(x) * 0.5 + residual
-    )(_layer(nn.Linear)(model, init)),
+    "level2/gemm_scale_residual": lambda model, init: (lambda linear: lambda x, residual: linear(x) * 0.5 + residual)(
+        _layer(nn.Linear)(model, init)
+    ),
     "level2/gemm_sigmoid_row_sum": _then(
         _sequential(lambda i, o: [nn.Linear(i, o), nn.Sigmoid()], _GEMM), lambda y, model: y.sum(dim=1)
     ),
     "level2/gemm_row_max": _then(_layer(nn.Linear), lambda y, model: y.max(dim=1).values),
     "level2/gemm_logsumexp": _then(_layer(nn.Linear), lambda y, model: torch.logsumexp(y, dim=1)),
-    "level2/swiglu_gemm": lambda model, init: (
-        lambda gate, up: lambda x: nn.functional.silu(gate(x)) * up(x)
-    )(
+    "level2/swiglu_gemm": lambda model, init: (lambda gate, up: lambda x: nn.functional.silu(gate(x)) * up(x))(
         _layer(lambda i, h: nn.Linear(i, h, bias=False), {"weight": "gate_weight"})(model, init),
         _layer(lambda i, h: nn.Linear(i, h, bias=False), {"weight": "up_weight"})(model, init),
     ),
     "level2/conv_transpose2d_bias_tanh": _then(
-        _layer(lambda cin, cout: nn.ConvTranspose2d(cin, cout, 4, stride=2, padding=1, bias=False), {"weight": "conv_weight"}),
+        _layer(
+            lambda cin, cout: nn.ConvTranspose2d(cin, cout, 4, stride=2, padding=1, bias=False),
+            {"weight": "conv_weight"},
+        ),
         lambda y, model: torch.tanh(y - _channel(model.channel_bias, 2)),
     ),
     "level2/conv2d_tanh_scale_bias": _then(
-        _sequential(lambda cin, cout: [nn.Conv2d(cin, cout, 3, padding=1), nn.Tanh()], _weight_bias("0.", "conv_weight", "conv_bias")),
+        _sequential(
+            lambda cin, cout: [nn.Conv2d(cin, cout, 3, padding=1), nn.Tanh()],
+            _weight_bias("0.", "conv_weight", "conv_bias"),
+        ),
         lambda y, model: y * 2.0 + _channel(model.channel_bias, 2),
     ),
     "level2/conv2d_relu_global_avgpool": _sequential(
@@ -247,7 +253,10 @@ NN_EQUIVALENTS = {
     ),
     "level2/conv_transpose3d_leaky_relu_scale": _then(
         _sequential(
-            lambda cin, cout: [nn.ConvTranspose3d(cin, cout, 3, stride=2, padding=1, output_padding=1), nn.LeakyReLU(0.2)],
+            lambda cin, cout: [
+                nn.ConvTranspose3d(cin, cout, 3, stride=2, padding=1, output_padding=1),
+                nn.LeakyReLU(0.2),
+            ],
             _weight_bias("0.", "conv_weight", "conv_bias"),
         ),
         lambda y, model: y * _channel(model.channel_scale, 3),
@@ -359,5 +368,3 @@ NO_STANDARD_LAYER = {
 def nn_equivalent(key: str, model: nn.Module, init_inputs: list) -> Callable | None:
     builder = NN_EQUIVALENTS.get(key)
     return builder(model, init_inputs) if builder else None
-
-

@@ -29,7 +29,7 @@ def _key(task) -> str:
     return f"level{task.level}/{task.name}"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _prepared(task_id: str, seed: int = SEED):
     """(task, module, model, init_inputs, inputs, reference output) at CPU size, built once per test session."""
     task = SUITE.get(task_id)
@@ -130,10 +130,10 @@ def test_inputs_and_parameters_are_deterministic_under_a_seed(task_id):
     same_model, same_inputs = instantiate(fresh, SEED)
     other_model, other_inputs = instantiate(fresh, OTHER_SEED)
     assert len(same_inputs) == len(inputs)
-    for a, b, c in zip(inputs, same_inputs, other_inputs):
+    for a, b, c in zip(inputs, same_inputs, other_inputs, strict=True):
         assert torch.equal(a, b)
         assert not torch.equal(a, c), "a different seed must give different inputs"
-    for (name, a), b in zip(model.state_dict().items(), same_model.state_dict().values()):
+    for (name, a), b in zip(model.state_dict().items(), same_model.state_dict().values(), strict=True):
         assert torch.equal(a, b), f"parameter {name} is not reproducible under the seed"
     with torch.no_grad():
         other_reference = other_model(*other_inputs)

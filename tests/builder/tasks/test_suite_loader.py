@@ -15,7 +15,7 @@ from builder.cli import main
 from builder.errors import ExitCode
 from builder.tasks import instantiate, load_suite, load_task_module
 
-MODULE_ONLY_TASK = '''
+MODULE_ONLY_TASK = """
 import torch
 import torch.nn as nn
 
@@ -34,9 +34,9 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
-FUNCTIONAL_TASK = '''
+FUNCTIONAL_TASK = """
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -64,7 +64,7 @@ def get_inputs():
 
 def get_init_inputs():
     return [8]
-'''
+"""
 
 
 def run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
@@ -155,4 +155,6 @@ def test_unknown_suite_path_from_the_console_script(tmp_path):
     )
     assert result.returncode == ExitCode.USAGE
     assert result.stdout == ""
-    assert result.stderr.strip().splitlines() == [f"error: task suite not found: {missing} (expected folders level1/, level2/, ...)"]
+    assert result.stderr.strip().splitlines() == [
+        f"error: task suite not found: {missing} (expected folders level1/, level2/, ...)"
+    ]

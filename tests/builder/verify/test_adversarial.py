@@ -93,7 +93,9 @@ def assert_verdict(fixture: str, outcome: dict) -> None:
         assert record["runtime_ms"] and record["runtime_ms"] > 0 and record["timing_method"]
 
 
-needs_cli = pytest.mark.skipif(not cli_available(), reason="the parent side (builder.verify.engine, CLI verify) is not there yet")
+needs_cli = pytest.mark.skipif(
+    not cli_available(), reason="the parent side (builder.verify.engine, CLI verify) is not there yet"
+)
 
 
 @pytest.fixture(scope="session")

@@ -30,9 +30,7 @@ def shared_build_source(paths: list[Path]) -> str:
         includes += [line for line in lines if line.startswith("#include") and line not in includes]
         body = [line for line in lines if not line.startswith(("#include", "PYBIND11_MODULE"))]
         bodies.append(f"namespace c{index} {{\n" + "\n".join(body) + "\n}")
-    exports = "\n".join(
-        f'    m.def_submodule("c{i}").def("forward", &c{i}::forward);' for i in range(len(paths))
-    )
+    exports = "\n".join(f'    m.def_submodule("c{i}").def("forward", &c{i}::forward);' for i in range(len(paths)))
     return "\n".join(includes + bodies) + f"\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{\n{exports}\n}}\n"
 
 

@@ -233,3 +233,13 @@ def test_stream_abandoned_early_leaves_no_process(task, options):
     while fake_children() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert fake_children() == []
+
+
+def test_a_prestarted_child_that_died_is_replaced_by_a_fresh_one(task, options):
+    with EvalPool(1, gpu=False, env_extra=child_env(options), child_module=FAKE_CHILD) as pool:
+        dead = pool.take()
+        dead.process.kill()  # as if its start-up (imports, CUDA init) had failed
+        job = build_job(task, candidate(task), CompileResult(ok=True), options.with_seeds(), "evaluate", dead.scratch)
+        result, outcome = run_child(job, dead.scratch, options, 30, pooled=dead)
+        assert outcome.returncode == 0 and result["status"] == "correct"
+        dead.discard()

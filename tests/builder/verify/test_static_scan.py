@@ -80,11 +80,11 @@ def test_host_side_effects(line):
 @pytest.mark.parametrize(
     "line",
     [
-        "// at::matmul(x, x); std::system(\"rm -rf /\"); getenv(\"HF_TOKEN\");",
-        "/* fopen(\"x\", \"w\"); std::thread t; at::conv2d(x, w); */",
+        '// at::matmul(x, x); std::system("rm -rf /"); getenv("HF_TOKEN");',
+        '/* fopen("x", "w"); std::thread t; at::conv2d(x, w); */',
         'const char* doc = "calls at::matmul( and system( and fopen(";',
-        "const char* raw = R\"doc(std::getenv(\"X\") at::mm(a, b))doc\";",
-        "char q = '\"'; // getenv(\"HOME\")",
+        'const char* raw = R"doc(std::getenv("X") at::mm(a, b))doc";',
+        'char q = \'"\'; // getenv("HOME")',
         "std::vector<int> v{3, 1, 2}; v.erase(std::remove(v.begin(), v.end(), 1), v.end());",
         "auto b = std::bind(f, 1);",
         "int systematic(int a); int environment_size = 3;",
@@ -101,7 +101,7 @@ def test_stripping_keeps_line_numbers_and_code():
     assert "int a;" in stripped and "int b;" in stripped and "c2" not in stripped and "x" not in stripped
 
 
-PY_OWN_KERNEL = '''
+PY_OWN_KERNEL = """
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -118,7 +118,7 @@ class ModelNew(nn.Module):
     def forward(self, a, b):
         out = torch.empty_like(a)
         return self.ext.matmul(a, b)
-'''
+"""
 
 
 def test_python_model_new_with_own_extension_is_clean():

@@ -19,8 +19,17 @@ TRICKY_SOURCES = [
 
 @pytest.mark.parametrize("code", TRICKY_SOURCES)
 def test_script_recreates_source_and_calls_verify(tmp_path, code):
-    record = {"kernel_id": "abc", "task_id": "2/7", "language": "cuda", "backend": "cuda", "cuda_code": code,
-              "atol": 1e-4, "rtol": 1e-3, "suite": "builtin", "status": "correct"}
+    record = {
+        "kernel_id": "abc",
+        "task_id": "2/7",
+        "language": "cuda",
+        "backend": "cuda",
+        "cuda_code": code,
+        "atol": 1e-4,
+        "rtol": 1e-3,
+        "suite": "builtin",
+        "status": "correct",
+    }
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "kernel-archive"  # stands in for the real CLI: records its arguments
@@ -38,8 +47,14 @@ def test_script_recreates_source_and_calls_verify(tmp_path, code):
 
 
 def test_external_suite_and_language_extension():
-    record = {"kernel_id": "k1", "task_id": "1/1", "language": "cpp", "backend": "cpu", "cuda_code": "int x;",
-              "suite": "/data/KernelBench"}
+    record = {
+        "kernel_id": "k1",
+        "task_id": "1/1",
+        "language": "cpp",
+        "backend": "cpu",
+        "cuda_code": "int x;",
+        "suite": "/data/KernelBench",
+    }
     script = reverify_script(record)
     assert source_filename(record) == "k1.cpp"
     assert "--suite /data/KernelBench" in script and "--backend cpu" in script and "--atol" not in script

@@ -15,8 +15,11 @@ def test_error_and_bad_json_are_reported_not_raised():
 
 
 def test_nested_lists_of_objects_become_tables():
-    profile = {"kernels": [{"name": "k", "block": [256, 1, 1], "rules": [{"name": "SOL", "type": "WRN"}]}],
-               "own_fraction": 0.8, "totals": {"device_ms": 1.5}}
+    profile = {
+        "kernels": [{"name": "k", "block": [256, 1, 1], "rules": [{"name": "SOL", "type": "WRN"}]}],
+        "own_fraction": 0.8,
+        "totals": {"device_ms": 1.5},
+    }
     tables = object_lists(profile)
     assert set(tables) == {"kernels", "kernels[0].rules"}
     assert tables["kernels"].loc[0, "block"] == "[256, 1, 1]"
@@ -25,7 +28,13 @@ def test_nested_lists_of_objects_become_tables():
 
 
 def test_clang_tidy_diagnostics_sorted_by_line():
-    text = json.dumps({"diagnostics": [{"line": 9, "column": 1, "check": "b", "severity": "warning", "message": "m"},
-                                       {"line": 3, "column": 2, "check": "a", "severity": "error", "message": "n"}]})
+    text = json.dumps(
+        {
+            "diagnostics": [
+                {"line": 9, "column": 1, "check": "b", "severity": "warning", "message": "m"},
+                {"line": 3, "column": 2, "check": "a", "severity": "error", "message": "n"},
+            ]
+        }
+    )
     assert list(clang_tidy_diagnostics(text)["line"]) == [3, 9]
     assert clang_tidy_diagnostics(json.dumps({"error": "timeout"})) is None

@@ -10,7 +10,15 @@ def test_tokenizer_keeps_cuda_identifiers_and_ptx():
         'wmma::mma_sync(c, a, b, c); asm("cp.async.ca.shared.global [%0], [%1], 16;"); half2 h;'
     )
     tokens = set(tokenize_code(code))
-    for keep in ("__shfl_down_sync", "__syncthreads", "float4", "wmma", "mma_sync", "half2", "cp.async.ca.shared.global"):
+    for keep in (
+        "__shfl_down_sync",
+        "__syncthreads",
+        "float4",
+        "wmma",
+        "mma_sync",
+        "half2",
+        "cp.async.ca.shared.global",
+    ):
         assert keep in tokens, keep
     assert not {"float", "for", "v", "t"} & tokens
 

@@ -56,3 +56,20 @@ def read_rows(dataset_dir: Path) -> list[dict]:
     for path in sorted((dataset_dir / "data").glob("level_*.parquet")):
         rows.extend(pq.read_table(path).to_pylist())
     return rows
+
+
+class CountingModel:
+    """Wraps a SentenceTransformer and counts what it is asked to encode."""
+
+    def __init__(self, model):
+        self._model = model
+        self.encode_calls = 0
+        self.texts_encoded = 0
+
+    def encode(self, texts, **kwargs):
+        self.encode_calls += 1
+        self.texts_encoded += len(texts)
+        return self._model.encode(texts, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)

@@ -65,7 +65,7 @@ def test_chunk_spans_cover_with_overlap():
     spans = chunk_spans(1000, window=254, overlap=32, max_chunks=16)
     assert spans[0] == (0, 254) and spans[-1] == (746, 1000)
     assert all(end - start == 254 for start, end in spans)
-    assert all(b[0] < a[1] and a[1] - b[0] >= 32 for a, b in zip(spans, spans[1:]))
+    assert all(b[0] < a[1] and a[1] - b[0] >= 32 for a, b in zip(spans, spans[1:], strict=False))
     assert chunk_spans(100, 254, 32, 16) == [(0, 100)]
 
 

@@ -1,0 +1,248 @@
+"""Explorer speed on a 100k-kernel synthetic archive: cold start, filter/sort, semantic search, map render.
+
+Targets (issue 8): app ready < 5 s cold, filter/sort < 300 ms server time, semantic search < 500 ms,
+map page rendered < 3 s in headless Chromium. Prints measured figures and the machine; exits 0 either way
+(figures are reported, not asserted). Usage: python benchmarks/bench_explorer.py [N_KERNELS]
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from builder import config  # noqa: E402
+from explorer.filters import Filters  # noqa: E402
+from explorer.query import Archive  # noqa: E402
+from explorer.sample import write_synthetic_archive  # noqa: E402
+from explorer.sources import resolve_source  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--use-gl=angle",
+    "--use-angle=swiftshader",
+    "--enable-unsafe-swiftshader",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-quic",
+]
+
+
+def machine() -> str:
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    load = os.getloadavg()
+    return (
+        f"{os.cpu_count()} cores ({cpu}), {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB, "
+        f"load average {load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f}, Python {platform.python_version()}"
+    )
+
+
+def timed(fn, repeat: int = 1) -> list[float]:
+    out = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - start) * 1000)
+    return out
+
+
+def report(name: str, samples_ms: list[float], target_ms: float | None = None) -> None:
+    median = statistics.median(samples_ms)
+    verdict = (
+        "" if target_ms is None else ("  OK" if max(samples_ms) < target_ms else f"  OVER target {target_ms:.0f} ms")
+    )
+    print(f"{name:<48} median {median:8.1f} ms  max {max(samples_ms):8.1f} ms  (n={len(samples_ms)}){verdict}")
+
+
+def archive_dir(n: int) -> Path:
+    out = config.CACHE_DIR / f"explorer-bench-{n}"
+    if not (out / "README.md").exists():
+        start = time.perf_counter()
+        write_synthetic_archive(out, n)
+        print(f"generated {n:,} synthetic kernels in {time.perf_counter() - start:.1f} s -> {out}")
+    return out
+
+
+def bench_queries(source: Path) -> Archive:
+    start = time.perf_counter()
+    archive = Archive(resolve_source(str(source)))
+    print(
+        f"{'open archive (in-process, light table)':<48} {1000 * (time.perf_counter() - start):8.1f} ms "
+        f"({archive.size:,} kernels)"
+    )
+    interactions = [
+        lambda: archive.best_per_task(Filters(level=("1",)), sort="speedup_eager"),
+        lambda: archive.best_per_task(Filters(model=("gpt-5-mini",), status=("correct",)), sort="runtime_ms"),
+        lambda: archive.best_per_task(Filters(flag=("none",), min_speedup=1.5), baseline="compile"),
+        lambda: archive.by_model(Filters(category=("matmul", "conv"))),
+        lambda: archive.kernels(Filters(tag=("warp_shuffle",)), sort="runtime_ms", descending=False),
+        lambda: archive.kernels(Filters(level=("2", "3"), experiment=("synthetic-sweep-a",)), sort="kernel_name"),
+        lambda: archive.fast_p_curve("eager", Filters(level=("1",))),
+        lambda: archive.map_points("status", Filters(level=("1",))),
+        lambda: archive.counts_by("model", "status"),
+    ]
+    samples = []
+    for fn in interactions:
+        archive._cache.clear()  # measure the query, not the result cache
+        samples += timed(fn)
+    report("filter/sort interaction (uncached)", samples, 300)
+    report("same interaction, cached result", [timed(fn)[0] for fn in interactions], 300)
+    samples = []
+    for kernel_id in archive.kernels(limit=5)["kernel_id"]:
+        samples += timed(lambda kid=kernel_id: archive.kernel(kid))
+    report("kernel page record (code + profiles)", samples)
+    archive._cache.clear()
+    report(
+        "full-text search over code (uncached)",
+        [timed(lambda q=q: archive.search_text(q))[0] for q in ("__shfl_down_sync", "float4", "softmax")],
+    )
+    return archive
+
+
+def bench_semantic(archive: Archive) -> None:
+    from explorer.embedder import query_encoder
+
+    start = time.perf_counter()
+    encoder, problem = query_encoder(config.EMBEDDING_MODEL_ID)
+    if encoder is None:
+        print(f"semantic search with the real model skipped: {problem}")
+        return
+    print(f"{'load query model (once per server)':<48} {1000 * (time.perf_counter() - start):8.1f} ms")
+    start = time.perf_counter()
+    archive.embeddings()
+    print(f"{'load embedding matrix (once per server)':<48} {1000 * (time.perf_counter() - start):8.1f} ms")
+    queries = [
+        "warp shuffle reduction",
+        "shared memory tiled matmul",
+        "vectorized float4 relu",
+        "tensor core wmma gemm",
+        "atomic add partial sums",
+        "fused bias activation epilogue",
+    ]
+    report(
+        "semantic search (encode + rank 100k)",
+        [timed(lambda q=q: archive.nearest(encoder(q)))[0] for q in queries],
+        500,
+    )
+    report(
+        "semantic search with filters",
+        [timed(lambda q=q: archive.nearest(encoder(q), Filters(level=("1",))))[0] for q in queries],
+        500,
+    )
+
+
+def bench_browser(source: Path) -> None:
+    if not Path(CHROMIUM).exists():
+        print("browser figures skipped: no /usr/bin/chromium")
+        return
+    import numpy as np
+    from PIL import Image
+    from playwright.sync_api import sync_playwright
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    env = dict(os.environ, **{config.EXPLORER_SOURCE_ENV: str(source)})
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        start = time.perf_counter()
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                str(config.REPO_ROOT / "explorer/app.py"),
+                "--server.headless",
+                "true",
+                "--server.port",
+                str(port),
+                "--browser.gatherUsageStats",
+                "false",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            while True:
+                try:
+                    urllib.request.urlopen(f"{url}/_stcore/health", timeout=1)
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            health = time.perf_counter() - start
+            page.goto(url + "/")
+            _wait_rendered(page, "Verified kernel archive")
+            cold = time.perf_counter() - start
+            print(f"{'cold start: server healthy':<48} {1000 * health:8.1f} ms")
+            print(
+                f"{'cold start: overview rendered in Chromium':<48} {1000 * cold:8.1f} ms"
+                + ("  OK" if cold < 5 else "  OVER target 5000 ms")
+            )
+            samples = []
+            for colour in ("cluster", "status", "speedup"):
+                start = time.perf_counter()
+                page.goto(f"{url}/map?colour={colour}")
+                _wait_rendered(page, "Map of the archive")
+                chart = page.locator('[data-testid="stPlotlyChart"]').first
+                while True:  # until the WebGL points are on screen
+                    pixels = np.asarray(Image.open(io.BytesIO(chart.screenshot())).convert("RGB"), dtype=np.int16)
+                    if int(((pixels.max(axis=2) - pixels.min(axis=2)) > 60).sum()) > 1000:
+                        break
+                samples.append((time.perf_counter() - start) * 1000)
+            report("map page rendered (100k points, WebGL)", samples, 3000)
+            start = time.perf_counter()
+            page.goto(f"{url}/leaderboard?level=1&sort=runtime_ms")
+            _wait_rendered(page, "Leaderboard")
+            print(f"{'leaderboard page rendered (warm server)':<48} {1000 * (time.perf_counter() - start):8.1f} ms")
+        finally:
+            os.killpg(server.pid, 15)
+            server.wait(timeout=30)
+            browser.close()
+
+
+def _wait_rendered(page, heading: str) -> None:
+    page.get_by_role("heading", level=1).filter(has_text=heading).first.wait_for(timeout=120_000)
+    page.wait_for_function(
+        "!document.querySelector('[data-testid=\"stStatusWidget\"]') && "
+        "[...document.querySelectorAll('[data-testid=\"stPlotlyChart\"]')].every(c => c.querySelector('.main-svg'))",
+        timeout=120_000,
+    )
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+    print(f"== explorer benchmark, {n:,} kernels; machine: {machine()}")
+    source = archive_dir(n)
+    archive = bench_queries(source)
+    bench_semantic(archive)
+    bench_browser(source)
+    print(f"== done; machine after the run: {machine()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""End to end through the real verify engine on the CPU backend (no fakes): build -> status -> export ->
+load_dataset, and SIGKILL mid-build -> rerun with nothing lost or duplicated.
+
+Kept lean for CI: one task, two bundled .cpp candidates (one designed correct, one incorrect), compiled
+once (the engine's content-addressed compile cache and the build's baseline cache are reused by the
+SIGKILL test, which then only evaluates).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import datasets
+import pytest
+from conftest import CLI, run_cli
+
+from builder import config
+from builder.pipeline.store import Store
+
+pytest.importorskip("builder.verify.engine")
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+TASK_FILE = config.TASKS_DIR / "level1" / "1_square_matmul.py"
+CANDIDATES = config.CANDIDATES_DIR / "cpu" / "level1" / "1_square_matmul"
+CHOSEN = {"naive.cpp": "correct", "transposed_b.cpp": "incorrect"}
+
+
+@pytest.fixture(scope="module")
+def e2e(tmp_path_factory):
+    """A private data dir (the task, two candidates, the SFT template) and a finished real build."""
+    root = tmp_path_factory.mktemp("e2e")
+    data = root / "data"
+    (data / "tasks" / "level1").mkdir(parents=True)
+    shutil.copy(TASK_FILE, data / "tasks" / "level1")
+    corpus = data / "candidates" / "cpu" / "level1" / "1_square_matmul"
+    corpus.mkdir(parents=True)
+    entries = []
+    for name, verdict in CHOSEN.items():
+        shutil.copy(CANDIDATES / name, corpus)
+        entries.append({"file": name, "strategy": ["naive"], "verdict": verdict, "description": f"bundled {name}"})
+    (corpus / "candidates.json").write_text(json.dumps({"candidate": entries}))
+    (data / "prompts").mkdir()
+    shutil.copy(config.PROMPTS_DIR / config.SFT_INSTRUCTION_TEMPLATE, data / "prompts")
+    env = {k: v for k, v in os.environ.items() if k not in (config.VERIFIER_OVERRIDE_ENV, config.RAY_ENGINE_OVERRIDE_ENV)}
+    env.update(KA_DATA_DIR=str(data), KA_CACHE_DIR=str(root / "cache"), PYTHONPATH=str(config.REPO_ROOT))
+    args = ["build", "--backend", "cpu", "--generator", "bundled", "--quiet"]
+    done = run_cli(*args, "--out", root / "build", env=env, timeout=800)
+    assert done.returncode == 0, done.stderr
+    return {"root": root, "env": env, "args": args, "build": root / "build"}
+
+
+def test_real_build_status_export_and_load_dataset(e2e):
+    with Store.open_existing(e2e["build"]) as store:
+        rows = store.con.execute("SELECT kernel_name, status, backend, isolation, seeds FROM records ORDER BY kernel_name").fetchall()
+        (run,) = store.builds()
+    assert [(name, status) for name, status, *_ in rows] == [("naive", "correct"), ("transposed_b", "incorrect")]
+    assert all(backend == "cpu" and isolation for _, _, backend, isolation, _ in rows)
+    assert all(seeds == run["seeds"] for *_, seeds in rows)  # the build's seeds, recorded with each kernel
+    status = run_cli("status", e2e["build"], env=e2e["env"])
+    assert status.returncode == 0 and "2 record(s)" in status.stdout
+    out = e2e["root"] / "dataset"
+    done = run_cli("export", e2e["build"], "--out", out, env=e2e["env"])
+    assert done.returncode == 0, done.stderr
+    cache = str(e2e["root"] / "hf-cache")
+    default = datasets.load_dataset(str(out), cache_dir=cache)
+    assert list(default) == ["level_1"] and len(default["level_1"]) == 2
+    assert datasets.load_dataset(str(out), "sakana", cache_dir=cache)["level_1"]["Correct"].count(True) == 1
+    sft = datasets.load_dataset(str(out), "sft", cache_dir=cache)["train"]
+    assert len(sft) == 1 and "torch::Tensor forward" in sft[0]["completion"]
+    preference = datasets.load_dataset(str(out), "preference", cache_dir=cache)["train"]
+    assert len(preference) == 1 and preference[0]["rejected_status"] == "incorrect"
+
+
+def test_real_engine_sigkill_mid_build_then_resume(e2e):
+    out = e2e["root"] / "killed"
+    out.mkdir()
+    shutil.copytree(e2e["build"] / "baselines", out / "baselines")  # a cache: only evaluation is left to do
+    proc = subprocess.Popen([*CLI, *e2e["args"], "--out", str(out)], env=e2e["env"], cwd=config.REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 600
+    stored = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            stored = json.loads((out / config.BUILD_PROGRESS_NAME).read_text())["stored"]
+        except (OSError, ValueError, KeyError):
+            stored = 0
+        if stored >= 1:
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert stored >= 1
+    with Store.open_existing(out) as store:
+        survived = store.done_keys()
+    assert len(survived) >= stored
+    done = run_cli(*e2e["args"], "--out", out, env=e2e["env"], timeout=600)
+    assert done.returncode == 0, done.stderr
+    with Store.open_existing(out) as store:
+        total, distinct = store.con.execute("SELECT count(*), count(DISTINCT kernel_id) FROM records").fetchall()[0]
+        final = store.done_keys()
+    with Store.open_existing(e2e["build"]) as store:
+        expected = store.done_keys()
+    assert survived <= final == expected and total == distinct == 2

@@ -1,0 +1,75 @@
+"""CUDA-only checks in-process on trusted fakes (run on the GPU box): the NaN poison reaches
+torch.empty_like through the caching allocator, side-stream work is caught (and a properly joined side
+stream is not), library kernels are classified as such."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from builder.tasks import load_task_module
+from builder.tasks.suite import describe_task_file
+from builder.verify import checks
+
+pytestmark = pytest.mark.gpu
+
+TASKS = Path(__file__).resolve().parents[2] / "fixtures" / "tasks" / "level1"
+JOB = {"backend": "cuda", "seeds": [123_456_789, 987_654_321], "trials": 2, "atol": 1e-4, "rtol": 1e-4}
+
+
+@pytest.fixture(scope="module")
+def scale_shift():
+    return load_task_module(describe_task_file(TASKS / "1_scale_shift.py"))
+
+
+def test_first_row_only_sees_the_poison(scale_shift):
+    def first_row_only(x, weight, bias):
+        out = torch.empty_like(x)
+        out[0] = x[0] * weight + bias
+        return out
+
+    result = checks.evaluate(first_row_only, scale_shift, JOB)
+    assert result["status"] == "incorrect"
+    assert "uninitialized_output" in result["flags"]
+
+
+def test_unjoined_side_stream_is_flagged(scale_shift):
+    side = torch.cuda.Stream()
+
+    def on_side_stream(x, weight, bias):
+        out = torch.empty_like(x)
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(5_000_000)
+            torch.addcmul(bias, x, weight, out=out)
+        return out
+
+    result = checks.evaluate(on_side_stream, scale_shift, JOB)
+    assert "side_stream" in result["flags"], result
+    assert result["status"] == "incorrect"
+
+
+def test_joined_side_stream_is_not_a_fault(scale_shift):
+    side = torch.cuda.Stream()
+
+    def joins_its_stream(x, weight, bias):
+        out = torch.empty_like(x)
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            torch.addcmul(bias, x, weight, out=out)
+        torch.cuda.current_stream().wait_stream(side)
+        return out
+
+    result = checks.evaluate(joins_its_stream, scale_shift, JOB)
+    assert "side_stream" not in result["flags"], result
+    assert result["status"] == "correct"
+
+
+def test_library_kernels_are_counted_as_torch_ops():
+    matmul = load_task_module(describe_task_file(TASKS / "2_small_matmul.py"))
+    result = checks.evaluate(lambda a, b: torch.matmul(a, b), matmul, dict(JOB, atol=1e-3, rtol=1e-3))
+    assert result["status"] == "correct"
+    assert "uses_torch_ops" in result["flags"]
+    assert result["kernels_seen"] and all(k["library"] for k in result["kernels_seen"]), result["kernels_seen"]

@@ -1,0 +1,114 @@
+"""timing.measure and time_candidate in-process on trusted fakes: warm-up excluded, input sets rotated
+through the same buffers, every timed output re-checked (a result cache fails), the budget honoured."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from builder.tasks import load_task_module
+from builder.tasks.suite import describe_task_file
+from builder.verify import timing
+from builder.verify.checks import FunctionalBinding
+
+TASK = Path(__file__).resolve().parents[2] / "fixtures" / "tasks" / "level1" / "1_scale_shift.py"
+JOB = {"seeds": [31_415, 27_182], "atol": 1e-4, "rtol": 1e-4, "timed_calls": 6, "warmup_calls": 2}
+
+
+@pytest.fixture(scope="module")
+def module():
+    return load_task_module(describe_task_file(TASK))
+
+
+def honest(x, weight, bias):
+    return torch.from_numpy(x.numpy() * weight.numpy() + bias.numpy())
+
+
+def test_measure_counts_only_timed_calls_and_rotates_sets(module):
+    seen_first_values = []
+
+    def recording(x, weight, bias):
+        seen_first_values.append(float(x[0, 0]))
+        return honest(x, weight, bias)
+
+    result = timing.time_candidate(FunctionalBinding(recording), module, JOB, "cpu")
+    runtime = result["runtime"]
+    assert runtime["n"] == 6
+    assert runtime["min_ms"] <= runtime["median_ms"] <= runtime["max_ms"]
+    assert runtime["std_ms"] >= 0 and runtime["mean_ms"] > 0
+    assert len(seen_first_values) == 2 + 6  # warm-up calls ran but are not in n
+    assert len(set(seen_first_values)) == 2  # two input sets...
+    assert seen_first_values[0] != seen_first_values[1]  # ...alternating call by call
+    assert "2 warm-up calls excluded" in result["timing_method"] and "6 timed calls" in result["timing_method"]
+
+
+def test_inputs_arrive_in_the_same_buffers(module):
+    addresses = set()
+
+    def recording(x, weight, bias):
+        addresses.add(x.data_ptr())
+        return honest(x, weight, bias)
+
+    timing.time_candidate(FunctionalBinding(recording), module, JOB, "cpu")
+    assert len(addresses) == 1  # so an address-keyed cache sees changed contents, not new tensors
+
+
+def test_result_cache_fails_while_timing(module):
+    cache = {}
+
+    def caches_by_address(x, weight, bias):
+        key = x.data_ptr()
+        if key not in cache:
+            cache[key] = honest(x, weight, bias)
+        return cache[key].clone()
+
+    result = timing.time_candidate(FunctionalBinding(caches_by_address), module, JOB, "cpu")
+    assert "runtime" not in result
+    assert "reused across calls" in result["error"] and "input set 2" in result["error"]
+
+
+def test_budget_stops_after_the_minimum(module):
+    def slow(x, weight, bias):
+        time.sleep(0.02)
+        return honest(x, weight, bias)
+
+    sets = timing.build_input_sets(module, [1, 2], "cpu", lambda model, seed: FunctionalBinding(slow).bind(
+        model, module, seed, "cpu").call)  # fmt: skip
+    result = timing.measure(sets, "cpu", atol=1e-4, rtol=1e-4, warmup_calls=1, timed_calls=500, budget_s=0.1,
+                            min_calls=3)  # fmt: skip
+    assert 3 <= result["runtime"]["n"] < 500
+
+
+def test_candidate_exception_while_timing_propagates(module):
+    calls = {"n": 0}
+
+    def fails_later(x, weight, bias):
+        calls["n"] += 1
+        if calls["n"] > 3:
+            raise RuntimeError("out of resources")
+        return honest(x, weight, bias)
+
+    with pytest.raises(RuntimeError, match="out of resources"):
+        timing.time_candidate(FunctionalBinding(fails_later), module, JOB, "cpu")
+
+
+@pytest.mark.gpu
+def test_cuda_timing_includes_side_stream_work(module):
+    """Work on a side stream is inside the measured interval (device-wide sync before the end event)."""
+    task = load_task_module(describe_task_file(TASK))
+    side = torch.cuda.Stream()
+
+    def on_side_stream(x, weight, bias):
+        out = torch.empty_like(x)
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(20_000_000)  # ~10 ms of GPU time nobody on the current stream waits for
+            torch.addcmul(bias, x, weight, out=out)
+        return out
+
+    result = timing.time_candidate(FunctionalBinding(on_side_stream), task, dict(JOB, backend="cuda"), "cuda")
+    print(f"side-stream candidate timed at {result['runtime']['median_ms']:.3f} ms")
+    assert result["runtime"]["median_ms"] > 1.0
