@@ -23,7 +23,9 @@ TARGET_S = 30.0
 
 
 def main() -> int:
-    print(f"machine: {platform.node()} {platform.machine()} {platform.processor() or ''} cpus={os.cpu_count()} python={platform.python_version()}")
+    print(
+        f"machine: {platform.node()} {platform.machine()} {platform.processor() or ''} cpus={os.cpu_count()} python={platform.python_version()}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         build, out = Path(tmp) / "build", Path(tmp) / "dataset"
         t0 = time.perf_counter()
@@ -40,9 +42,15 @@ def main() -> int:
         second, second_cpu = time.perf_counter() - t0, time.process_time() - c0
         size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     configs = ", ".join(f"{name}={sum(s['rows'] for s in splits.values())}" for name, splits in result.configs.items())
-    print(f"records: {RECORDS} (store filled in {prepared:.1f}s); rows per config: {configs}; dataset {size / 2**20:.0f} MiB")
-    print(f"export: {first:.1f}s wall, {first_cpu:.1f}s CPU ({RECORDS / first:,.0f} records/s); re-export: {second:.1f}s wall, {second_cpu:.1f}s CPU")
-    print(f"target: < {TARGET_S:.0f}s wall; load average now {os.getloadavg()[0]:.1f} (other work on the box slows wall time)")
+    print(
+        f"records: {RECORDS} (store filled in {prepared:.1f}s); rows per config: {configs}; dataset {size / 2**20:.0f} MiB"
+    )
+    print(
+        f"export: {first:.1f}s wall, {first_cpu:.1f}s CPU ({RECORDS / first:,.0f} records/s); re-export: {second:.1f}s wall, {second_cpu:.1f}s CPU"
+    )
+    print(
+        f"target: < {TARGET_S:.0f}s wall; load average now {os.getloadavg()[0]:.1f} (other work on the box slows wall time)"
+    )
     ok = max(first, second) < TARGET_S
     print("PASS" if ok else "FAIL: export slower than target")
     return 0 if ok else 1

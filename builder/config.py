@@ -181,6 +181,7 @@ EXPLORER_SEARCH_RESULTS = 50
 EXPLORER_MAP_SELECTION_ROWS = 200  # kernels listed for a lasso/click selection on the map
 EXPLORER_FAST_P_MAX = 10.0  # the fast_p curve spans p in [0, this]
 EXPLORER_FAST_P_POINTS = 101
+EXPLORER_WARM_UP_DELAY_S = 3.0  # after opening an archive, wait this long before loading embeddings + query model
 EXPLORER_HUB_PATTERNS = ("data/*.parquet", "README.md", "*.parquet")  # what a Hub source downloads
 
 # --- verification engine, child side (builder/verify/child.py, checks.py, timing.py, static_scan.py) ---

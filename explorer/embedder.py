@@ -27,6 +27,10 @@ def _load(model_name: str) -> Encoder:
 
     if hasattr(embed_model, "embed_query"):
         return lambda text: np.asarray(embed_model.embed_query(text, model_name), dtype=np.float32)
+    import torch
+
+    # A query is a few tokens: intra-op threads only spin against the server's other work on a small box.
+    torch.set_num_threads(1)
     loaded = embed_model.load_model(model_name)  # (SentenceTransformer, model_id)
     model = loaded[0] if isinstance(loaded, tuple) else loaded
     return lambda text: np.asarray(model.encode([text], normalize_embeddings=True)[0], dtype=np.float32)

@@ -79,6 +79,7 @@ class Archive:
         self._lock = threading.Lock()
         self._cache: OrderedDict[tuple, Any] = OrderedDict()
         self._embeddings: tuple[np.ndarray, np.ndarray] | None = None
+        self._code_loaded = False
         try:
             self._con.execute(f"CREATE VIEW records AS {records_sql(source)}")
             cols = ", ".join(f'"{c}"' for c in LIGHT_COLUMNS)
@@ -310,16 +311,26 @@ class Archive:
         needle = text.strip()
         if not needle:
             return self.light_rows([])
+        self._ensure_code_table()
         cols = ", ".join(f"k.{c}" for c in TABLE_COLUMNS)
         sql = (
-            f"WITH hits AS (SELECT kernel_id, (CASE WHEN op_name ILIKE '%' || ? || '%' THEN 4 ELSE 0 END) + "
-            f"(CASE WHEN kernel_name ILIKE '%' || ? || '%' THEN 2 ELSE 0 END) + "
-            f"(CASE WHEN cuda_code ILIKE '%' || ? || '%' THEN 1 ELSE 0 END) AS score FROM records) "
+            f"WITH hits AS (SELECT k.kernel_id, (CASE WHEN contains(lower(k.op_name), lower(?)) THEN 4 ELSE 0 END) + "
+            f"(CASE WHEN contains(lower(k.kernel_name), lower(?)) THEN 2 ELSE 0 END) + "
+            f"(CASE WHEN contains(c.code, lower(?)) THEN 1 ELSE 0 END) AS score "
+            f"FROM kernels k JOIN code c USING (kernel_id)) "
             f"SELECT {cols}, h.score FROM hits h JOIN kernels k USING (kernel_id) "
-            f"WHERE h.score > 0 AND {where.replace('speedup_eager', 'k.speedup_eager')} "
+            f"WHERE h.score > 0 AND {where} "
             f"ORDER BY h.score DESC, k.speedup_eager DESC NULLS LAST, k.kernel_id LIMIT {int(limit)}"
         )
         return self.df(sql, [needle, needle, needle, *params])
+
+    def _ensure_code_table(self) -> None:
+        """Lower-cased code in memory, built on the first full-text search: later searches skip Parquet decoding."""
+        with self._lock:
+            if self._code_loaded:
+                return
+            self.cursor().execute("CREATE TABLE code AS SELECT kernel_id, lower(cuda_code) AS code FROM records")
+            self._code_loaded = True
 
     @_reads_parquet
     def embeddings(self) -> tuple[np.ndarray, np.ndarray]:
@@ -342,7 +353,14 @@ class Archive:
         else:
             matrix = np.zeros((0, 0), np.float32)
         with self._lock:
-            self._embeddings = (ids, matrix)
+            if self._embeddings is None:
+                # Row positions in DuckDB, so a filtered search turns the filter into matrix rows in one query.
+                positions = pd.DataFrame({"kernel_id": ids, "pos": np.arange(len(ids), dtype=np.int64)})
+                cursor = self.cursor()
+                cursor.register("embedding_positions_frame", positions)
+                cursor.execute("CREATE OR REPLACE TABLE embedding_positions AS SELECT * FROM embedding_positions_frame")
+                cursor.unregister("embedding_positions_frame")
+                self._embeddings = (ids, matrix)
         return self._embeddings
 
     def nearest(
@@ -359,8 +377,12 @@ class Archive:
         scores = matrix @ (vector.astype(np.float32) / (np.linalg.norm(vector) or 1.0))
         if not filters.is_empty():
             where, params = filters.where()
-            allowed = set(self.df(f"SELECT kernel_id FROM kernels WHERE {where}", params)["kernel_id"])
-            scores = np.where(np.fromiter((k in allowed for k in ids), bool, len(ids)), scores, -np.inf)
+            allowed = self.df(
+                f"SELECT e.pos FROM embedding_positions e JOIN kernels USING (kernel_id) WHERE {where}", params
+            )["pos"].to_numpy()
+            mask = np.zeros(len(ids), dtype=bool)
+            mask[allowed] = True
+            scores = np.where(mask, scores, -np.inf)
         if exclude is not None:
             scores = np.where(ids == exclude, -np.inf, scores)
         k = min(limit, len(ids))

@@ -52,7 +52,7 @@ def _is_grid_product(expression: str) -> bool:
 _OP_KINDS = {
     # multiply-accumulate of two different arrays (GEMM/conv inner products), fma, or a tensor-core mma
     "contraction": re.compile(
-        r"\+=\s*[^;]*?\b(\w+)\s*\[[^;\]]*\]\s*\*\s*(?!\1\b)\w+\s*\[|\bfmaf?\s*\(|\b__fmaf?_r\w\s*\(|mma_sync\s*\(|\bmma\.sync\b"
+        r"\+=\s*[^;]*?\b(\w+)\s*(?:\[[^;\]]*\])+\s*\*\s*(?!\1\b)\w+\s*\[|\bfmaf?\s*\(|\b__fmaf?_r\w\s*\(|mma_sync\s*\(|\bmma\.sync\b"
     ),
     "bias": re.compile(r"\bbias\w*\s*\["),
     "activation": re.compile(

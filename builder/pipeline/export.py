@@ -61,7 +61,9 @@ def read_build_records(store: Store, previous: Path | None) -> tuple[pa.Table, i
         if fields:
             import pyarrow.dataset as ds
 
-            previous_rows = ds.dataset([str(f) for f in files], format="parquet").to_table(columns=["task_id", "kernel_id", *fields])
+            previous_rows = ds.dataset([str(f) for f in files], format="parquet").to_table(
+                columns=["task_id", "kernel_id", *fields]
+            )
             store.con.register("previous_export", previous_rows)
             select = ", ".join(f'coalesce(r."{n}", o."{n}") AS "{n}"' if n in fields else f'r."{n}"' for n in names)
             join = " LEFT JOIN previous_export o USING (task_id, kernel_id)"

@@ -13,7 +13,14 @@ import pyarrow as pa
 
 from schemas.arrow import kernel_record_schema
 
-STATUS_MIX = {"correct": 0.45, "incorrect": 0.2, "compile_error": 0.2, "runtime_error": 0.08, "timeout": 0.04, "crash": 0.03}
+STATUS_MIX = {
+    "correct": 0.45,
+    "incorrect": 0.2,
+    "compile_error": 0.2,
+    "runtime_error": 0.08,
+    "timeout": 0.04,
+    "crash": 0.03,
+}
 KERNEL_BODY = """#include <torch/extension.h>
 #include <cuda_runtime.h>
 
@@ -82,8 +89,23 @@ def synthetic_records(rows: int, tasks: int = 250, seed: int = 0, generator: str
     eager = rng.lognormal(0.2, 0.5, rows)
     compiled = eager * rng.uniform(0.6, 1.0, rows)
     references = [REFERENCE.format(scale=i % 7 + 1, n=256 + 64 * (i % 5)) for i in range(tasks)]
-    profile = json.dumps({"top": [{"name": f"kernel_{i}", "device_ms": 0.1 * i, "calls": 1} for i in range(12)], "own_fraction": 0.9})
-    tidy = json.dumps({"diagnostics": [{"line": 3, "column": 5, "check": "performance-unnecessary-value-param", "severity": "warning", "message": "the parameter is copied"}], "counts": {"warning": 1}})
+    profile = json.dumps(
+        {"top": [{"name": f"kernel_{i}", "device_ms": 0.1 * i, "calls": 1} for i in range(12)], "own_fraction": 0.9}
+    )
+    tidy = json.dumps(
+        {
+            "diagnostics": [
+                {
+                    "line": 3,
+                    "column": 5,
+                    "check": "performance-unnecessary-value-param",
+                    "severity": "warning",
+                    "message": "the parameter is copied",
+                }
+            ],
+            "counts": {"warning": 1},
+        }
+    )
     columns = {
         "kernel_id": [f"{i:020x}" for i in range(rows)],
         "task_id": [f"{lv}/{nb}" for lv, nb in zip(levels.tolist(), numbers.tolist(), strict=True)],
@@ -97,7 +119,9 @@ def synthetic_records(rows: int, tasks: int = 250, seed: int = 0, generator: str
         "generator": [generator] * rows,
         "source_ref": [f"synthetic:{i}" for i in range(rows)],
         "claimed_correct": rng.random(rows) < 0.7 if generator == "import" else [None] * rows,
-        "cuda_code": [KERNEL_BODY.format(k=i, tile=(8, 16, 32)[i % 3], scale=f"{1 + i % 97 / 100:.2f}") for i in range(rows)],
+        "cuda_code": [
+            KERNEL_BODY.format(k=i, tile=(8, 16, 32)[i % 3], scale=f"{1 + i % 97 / 100:.2f}") for i in range(rows)
+        ],
         "reference_module_code": [references[t] for t in task_index.tolist()],
         "status": statuses.tolist(),
         "flags": [["degenerate_task"] if i % 50 == 0 else [] for i in range(rows)],

@@ -114,6 +114,9 @@ def _looks_like_prototype(params: str) -> bool:
 def _unsafe_chunk(chunk: str) -> str | None:
     """Why a top-level declaration could affect other candidates (or cannot be classified), else None."""
     flat = " ".join(chunk.split())
+    if flat.startswith("namespace") and "{" in flat and flat.endswith("}"):
+        inner = chunk[chunk.index("{") + 1 : chunk.rindex("}")]  # a namespace's members are globals too
+        return next((reason for part in _top_level_chunks(inner) if (reason := _unsafe_chunk(part))), None)
     if SAFE_DECL_START.match(flat):
         if flat.endswith(";") and "}" in flat and IDENT.search(flat[flat.rindex("}") + 1 :]):
             return f"global object declared with a type: {flat[:60]}"

@@ -66,6 +66,7 @@ def _compare_tensor(index: int, cand: Any, ref: Any, atol: float, rtol: float) -
     r = ref.detach() if ref.dtype in (torch.float32, torch.float64) else ref.detach().float()
     diff = (c - r).abs()
     bad = ~(diff <= atol + rtol * r.abs())  # NaN differences count as bad here
+    bad |= ~r.isfinite() & (c != r)  # rtol * inf would accept any value at a reference infinity
     if not bool(bad.any()):
         return Comparison(True, float(diff.max()), float(diff.mean()))
     # Slow path, only for failures: equal NaNs / equal infinities are not differences.

@@ -38,6 +38,7 @@ class CompileResult:
     symbol_prefix: str = ""  # "c3." when the candidate is submodule c3 of a shared build
     error: str | None = None
     compile_s: float = 0.0
+    cpu_s: float = 0.0  # CPU seconds the build used (compile core-seconds; 0 on a cache hit)
     cached: bool = False
     timed_out: bool = False
     isolation: str | None = None
@@ -201,6 +202,7 @@ def _to_result(data: dict, key: str, cached_hit: bool) -> CompileResult:
         module_name=data.get("module_name"),
         error=data.get("error"),
         compile_s=0.0 if cached_hit else float(data.get("compile_s") or 0.0),
+        cpu_s=0.0 if cached_hit else float(data.get("cpu_s") or 0.0),
         cached=cached_hit,
         isolation=data.get("isolation"),
         cache_key=key,

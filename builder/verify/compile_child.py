@@ -2,7 +2,7 @@
 
 Runs `torch.utils.cpp_extension.load`, which also imports the built module: any load-time code of the
 candidate therefore runs here, in the sandbox, never in the builder. Writes a result JSON:
-`{"ok", "library_path", "module_name", "error", "compile_s"}`.
+`{"ok", "library_path", "module_name", "error", "compile_s", "cpu_s"}` (cpu_s: CPU seconds of the build).
 
 Job JSON: `{"name", "source_path", "build_dir", "backend", "cflags", "cuda_cflags", "result_path"}`.
 """
@@ -50,6 +50,17 @@ def compile_job(job: dict) -> dict:
     }
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and every finished descendant (ninja, the compilers, the linker)."""
+    import resource
+
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        usage = resource.getrusage(who)
+        total += usage.ru_utime + usage.ru_stime
+    return total
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m builder.verify.compile_child JOB.json", file=sys.stderr)
@@ -59,6 +70,7 @@ def main(argv: list[str]) -> int:
         result = compile_job(job)
     except BaseException:  # noqa: BLE001 - report, then let the parent read the file
         result = {"ok": False, "library_path": None, "module_name": job.get("name"), "error": traceback.format_exc()}
+    result["cpu_s"] = cpu_seconds()
     Path(job["result_path"]).write_text(json.dumps(result))
     return 0
 

@@ -11,6 +11,7 @@ reference.
 
 from __future__ import annotations
 
+import hashlib
 import statistics
 import time
 from collections.abc import Callable
@@ -141,10 +142,16 @@ def measure(
 
 
 def timing_seeds(job: dict[str, Any]) -> list[int]:
+    """Seeds for the timing input sets, derived from the job's secret seeds but different from every
+    trial's, so timed inputs were never seen (and cached) during the checks."""
     from builder.verify.checks import trial_seeds
 
-    seeds = trial_seeds(job)
-    return [seeds[i % len(seeds)] for i in range(max(config.INPUT_SETS, 2))]
+    base = trial_seeds(job)[0]
+    seeds = []
+    for index in range(max(config.INPUT_SETS, 2)):
+        digest = hashlib.sha256(f"timing:{base}:{index}".encode()).digest()
+        seeds.append(int.from_bytes(digest[:8], "big") >> 1)
+    return seeds
 
 
 def job_counts(job: dict[str, Any]) -> dict[str, Any]:
@@ -182,8 +189,9 @@ def side_stream_reason(bound: Any, pristine: list[Any]) -> str | None:
     torch.cuda.synchronize()
     probe = bound.call(*snapshot(pristine))
     torch.cuda.synchronize()
-    poison_free_memory("cuda", output_nbytes(probe))
-    del probe
+    sizes = output_nbytes(probe)
+    del probe  # freed BEFORE the poison: its block holds right answers the next empty_like could get
+    poison_free_memory("cuda", sizes)
     out = bound.call(*inputs)
     early = [t.clone() for t in flatten_outputs(out) or []]  # same stream, no sync: stream-ordered copy
     torch.cuda.synchronize()

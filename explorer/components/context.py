@@ -2,19 +2,36 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import streamlit as st
 
+from builder import config
 from builder.errors import ArchiveError
+from explorer.embedder import query_encoder
 from explorer.query import Archive
 from explorer.sources import resolve_source, source_from_env
 
 
 @st.cache_resource(show_spinner="Opening the archive ...")
 def _open(spec: str) -> Archive:
-    return Archive(resolve_source(spec))
+    archive = Archive(resolve_source(spec))
+    threading.Thread(target=_warm_up, args=(archive,), name="explorer-warm-up", daemon=True).start()
+    return archive
+
+
+def _warm_up(archive: Archive) -> None:
+    """Load the embedding matrix and the query model in the background (seconds each, once per server), after
+    the first page had the CPU, so the first semantic search or neighbour list does not pay for them."""
+    time.sleep(config.EXPLORER_WARM_UP_DELAY_S)
+    try:
+        archive.embeddings()
+        query_encoder(archive.embedding_model())
+    except Exception:  # noqa: BLE001 - the search page reports these problems when a user gets there
+        pass
 
 
 def current_archive(show_source: bool = True) -> Archive:

@@ -142,7 +142,8 @@ def test_map_canvas_is_not_blank(server, page, tmp_path):
     chart = page.locator('[data-testid="stPlotlyChart"]').first
     chart.locator("canvas").first.wait_for(timeout=WAIT_MS)
     page.wait_for_timeout(1500)  # WebGL draws on the next animation frames
-    png = chart.screenshot(path=str(tmp_path / "map_chart.png"))
+    # A page screenshot clipped to the chart: an element screenshot waits for "stable", flaky on a busy box.
+    png = page.screenshot(path=str(tmp_path / "map_chart.png"), clip=chart.bounding_box(), timeout=WAIT_MS)
     pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=np.int16)
     # Points are saturated colours; the background, grid, axes and labels are white, grey or black.
     coloured = int(((pixels.max(axis=2) - pixels.min(axis=2)) > 60).sum())

@@ -39,7 +39,10 @@ def test_adapter_follows_builder_embed_model_contract(monkeypatch):
             assert normalize_embeddings and len(texts) == 1
             return np.array([[0.6, 0.8]], dtype=np.float64)
 
+    import torch
+
     monkeypatch.setattr(embed_model, "load_model", lambda name, device=None: (FakeSentenceTransformer(), name))
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # process-wide: not inside the test runner
     embedder._load.cache_clear()
     encoder, problem = query_encoder(config.EMBEDDING_MODEL_ID)
     embedder._load.cache_clear()

@@ -10,6 +10,9 @@ from archive_factory import make_record, write_archive
 from streamlit.testing.v1 import AppTest
 
 from builder import config
+from explorer.components.context import _warm_up as real_warm_up
+from explorer.query import Archive
+from explorer.sources import resolve_source
 
 APP = Path(__file__).resolve().parents[2] / "explorer" / "app.py"
 TIMEOUT = 60  # generous for a loaded 2-core CI box; the runs take well under a second
@@ -46,6 +49,23 @@ def table(app: AppTest, column: str):
 
 def code_text(app: AppTest) -> str:
     return "\n".join(block.value for block in app.code)
+
+
+@pytest.fixture(autouse=True)
+def no_background_warm_up(monkeypatch):
+    """The warm-up thread would load real models for test archives that name one; tested directly below."""
+    from explorer.components import context
+
+    monkeypatch.setattr(context, "_warm_up", lambda archive: None)
+
+
+def test_warm_up_loads_embeddings(synthetic_dir, monkeypatch):
+    monkeypatch.setattr(config, "EXPLORER_WARM_UP_DELAY_S", 0.0)
+    archive = Archive(resolve_source(str(synthetic_dir)))
+    assert archive._embeddings is None
+    real_warm_up(archive)
+    ids, matrix = archive._embeddings
+    assert matrix.shape == (archive.size, 384)
 
 
 @pytest.fixture

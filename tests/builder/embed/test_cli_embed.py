@@ -64,15 +64,20 @@ def test_embed_fills_every_column_incrementally(tmp_path, counting_factory):
 
 def test_same_input_same_map(tmp_path, counting_factory):
     factory_for, _ = counting_factory
-    records = make_records(N_ROWS, seed=2)
-    maps = []
-    for name in ("a", "b"):
-        write_dataset(tmp_path / name, records)
-        embed_dataset(tmp_path / name, embedder_factory=factory_for([]))
-        rows = read_rows(tmp_path / name)
-        maps.append([(r["map_x"], r["map_y"], r["cluster_id"], r["cluster_label"], r["dup_group"]) for r in rows])
-    assert maps[0] == maps[1]
-    assert np.isfinite(np.array([m[:2] for m in maps[0]], dtype=float)).all()
+    write_dataset(tmp_path, make_records(N_ROWS, seed=2))
+
+    def layout_columns():
+        return [
+            (r["map_x"], r["map_y"], r["cluster_id"], r["cluster_label"], r["dup_group"]) for r in read_rows(tmp_path)
+        ]
+
+    spies = []
+    embed_dataset(tmp_path, embedder_factory=factory_for(spies))
+    first = layout_columns()
+    refit = embed_dataset(tmp_path, refit=True, embedder_factory=factory_for(spies))
+    assert refit.refitted and refit.embedded == 0 and len(spies) == 1  # same embeddings, layout recomputed
+    assert layout_columns() == first
+    assert np.isfinite(np.array([row[:2] for row in first], dtype=float)).all()
 
 
 def _run_cli(args, monkeypatch, capsys) -> tuple[int, str, str]:

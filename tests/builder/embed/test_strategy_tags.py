@@ -59,3 +59,12 @@ def test_cpu_manual_unrolling_and_ternary_relu_fusion():
     y[o] = acc > 0.0f ? acc : 0.0f;
     """
     assert strategy_tags(source, "cpp") == ["fusion", "loop_unrolling"]
+
+
+def test_tags_match_the_strategies_the_synthetic_templates_were_written_with():
+    from builder.embed.synthetic import synthetic_kernels
+
+    kernels = synthetic_kernels(300, seed=3)
+    mismatched = [k.name for k in kernels if set(strategy_tags(k.source, "cuda")) != set(k.strategies)]
+    assert not mismatched, mismatched[:5]
+    assert {tag for k in kernels for tag in k.strategies} == set(config.STRATEGY_TAGS)  # every tag exercised

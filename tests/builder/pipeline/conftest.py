@@ -18,7 +18,9 @@ CLI = [sys.executable, "-c", "from builder.cli import main; main()"]
 def fake_env(**extra: str) -> dict[str, str]:
     """Environment for a CLI subprocess whose verifier is the trusted fake in pipeline_fakes.py."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(config.REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(config.REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(
+        os.pathsep
+    )
     env[config.VERIFIER_OVERRIDE_ENV] = "pipeline_fakes:FakeVerifier"
     env.update(extra)
     return env
@@ -26,7 +28,12 @@ def fake_env(**extra: str) -> dict[str, str]:
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [*CLI, *map(str, args)], env=env or dict(os.environ), capture_output=True, text=True, timeout=timeout, cwd=config.REPO_ROOT
+        [*CLI, *map(str, args)],
+        env=env or dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=config.REPO_ROOT,
     )
 
 

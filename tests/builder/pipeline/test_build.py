@@ -48,11 +48,16 @@ class TwoRoundGenerator(Generator):
 
     def run(self, tasks):
         task = tasks[0]
-        first = [Candidate(task.id, f"// v{i}\n", "cpp", f"v{i}", generator="llm", designed_verdict="correct") for i in range(3)]
+        first = [
+            Candidate(task.id, f"// v{i}\n", "cpp", f"v{i}", generator="llm", designed_verdict="correct")
+            for i in range(3)
+        ]
         records = yield first + [first[0]]
         self.received.append(records)
         correct = sorted(r.kernel_id for r in records if r.status == "correct")
-        records = yield [Candidate(task.id, f"// child of {correct[0]}\n", "cpp", "child", generator="llm", parent_ids=correct[:1])]
+        records = yield [
+            Candidate(task.id, f"// child of {correct[0]}\n", "cpp", "child", generator="llm", parent_ids=correct[:1])
+        ]
         self.received.append(records)
 
 
@@ -83,7 +88,13 @@ def test_batches_are_stored_deduplicated_and_resumed_with_their_verdicts(tmp_pat
 def test_sigkill_mid_build_loses_nothing_committed_and_rerun_completes_without_duplicates(tmp_path):
     out = tmp_path / "build"
     args = ["build", "--out", str(out), "--backend", "cpu", "--generator", "bundled", "--quiet"]
-    proc = subprocess.Popen([*CLI, *args], env=fake_env(KA_FAKE_DELAY_S="0.4"), cwd=config.REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [*CLI, *args],
+        env=fake_env(KA_FAKE_DELAY_S="0.4"),
+        cwd=config.REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     snapshot_path = out / config.BUILD_PROGRESS_NAME
     deadline = time.monotonic() + 60
     stored_before_kill = 0
@@ -106,7 +117,9 @@ def test_sigkill_mid_build_loses_nothing_committed_and_rerun_completes_without_d
     rerun = run_cli(*args, env=fake_env())
     assert rerun.returncode == 0, rerun.stderr
     with Store.open_existing(out) as store:
-        total, distinct = store.con.execute("SELECT count(*), count(DISTINCT (task_id, kernel_id)) FROM records").fetchall()[0]
+        total, distinct = store.con.execute(
+            "SELECT count(*), count(DISTINCT (task_id, kernel_id)) FROM records"
+        ).fetchall()[0]
         final = store.done_keys()
         runs = store.builds()
     bundled = run_cli(*args[:2], str(tmp_path / "fresh"), *args[3:], env=fake_env())

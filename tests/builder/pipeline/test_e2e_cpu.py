@@ -13,7 +13,9 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import datasets
 import pytest
@@ -31,9 +33,25 @@ CHOSEN = {"naive.cpp": "correct", "transposed_b.cpp": "incorrect"}
 
 
 @pytest.fixture(scope="module")
-def e2e(tmp_path_factory):
-    """A private data dir (the task, two candidates, the SFT template) and a finished real build."""
-    root = tmp_path_factory.mktemp("e2e")
+def e2e():
+    """A private data dir (the task, two candidates, the SFT template) and a finished real build.
+
+    It lives under the user's cache, not /tmp: the sandbox mounts a private /tmp, so task files and
+    compiled libraries under /tmp are not what the sandboxed children see."""
+    root = Path(tempfile.mkdtemp(prefix="e2e-", dir=_scratch_parent()))
+    try:
+        yield _real_build(root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _scratch_parent() -> Path:
+    parent = Path.home() / ".cache" / "kernel-archive-tests"
+    parent.mkdir(parents=True, exist_ok=True)
+    return parent
+
+
+def _real_build(root: Path) -> dict:
     data = root / "data"
     (data / "tasks" / "level1").mkdir(parents=True)
     shutil.copy(TASK_FILE, data / "tasks" / "level1")
@@ -46,7 +64,9 @@ def e2e(tmp_path_factory):
     (corpus / "candidates.json").write_text(json.dumps({"candidate": entries}))
     (data / "prompts").mkdir()
     shutil.copy(config.PROMPTS_DIR / config.SFT_INSTRUCTION_TEMPLATE, data / "prompts")
-    env = {k: v for k, v in os.environ.items() if k not in (config.VERIFIER_OVERRIDE_ENV, config.RAY_ENGINE_OVERRIDE_ENV)}
+    env = {
+        k: v for k, v in os.environ.items() if k not in (config.VERIFIER_OVERRIDE_ENV, config.RAY_ENGINE_OVERRIDE_ENV)
+    }
     env.update(KA_DATA_DIR=str(data), KA_CACHE_DIR=str(root / "cache"), PYTHONPATH=str(config.REPO_ROOT))
     args = ["build", "--backend", "cpu", "--generator", "bundled", "--quiet"]
     done = run_cli(*args, "--out", root / "build", env=env, timeout=800)
@@ -56,7 +76,9 @@ def e2e(tmp_path_factory):
 
 def test_real_build_status_export_and_load_dataset(e2e):
     with Store.open_existing(e2e["build"]) as store:
-        rows = store.con.execute("SELECT kernel_name, status, backend, isolation, seeds FROM records ORDER BY kernel_name").fetchall()
+        rows = store.con.execute(
+            "SELECT kernel_name, status, backend, isolation, seeds FROM records ORDER BY kernel_name"
+        ).fetchall()
         (run,) = store.builds()
     assert [(name, status) for name, status, *_ in rows] == [("naive", "correct"), ("transposed_b", "incorrect")]
     assert all(backend == "cpu" and isolation for _, _, backend, isolation, _ in rows)
@@ -79,8 +101,15 @@ def test_real_build_status_export_and_load_dataset(e2e):
 def test_real_engine_sigkill_mid_build_then_resume(e2e):
     out = e2e["root"] / "killed"
     out.mkdir()
-    shutil.copytree(e2e["build"] / "baselines", out / "baselines")  # a cache: only evaluation is left to do
-    proc = subprocess.Popen([*CLI, *e2e["args"], "--out", str(out)], env=e2e["env"], cwd=config.REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if (e2e["build"] / "baselines").is_dir():  # a cache: then only evaluation is left to do
+        shutil.copytree(e2e["build"] / "baselines", out / "baselines")
+    proc = subprocess.Popen(
+        [*CLI, *e2e["args"], "--out", str(out)],
+        env=e2e["env"],
+        cwd=config.REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 600
     stored = 0
     while time.monotonic() < deadline and proc.poll() is None:

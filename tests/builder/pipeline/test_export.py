@@ -45,8 +45,12 @@ def test_parquet_files_carry_the_explicit_schemas_and_small_row_groups(fake_data
         for name in entry["files"]:
             meta = pq.ParquetFile(fake_dataset / name)
             assert _strip(meta.schema_arrow) == _strip(kernel_record_schema())
-            assert all(meta.metadata.row_group(i).num_rows <= config.PARQUET_ROW_GROUP_SIZE for i in range(meta.num_row_groups))
-            assert pc.all(pc.equal(pq.read_table(fake_dataset / name).column("level"), int(split.split("_")[1]))).as_py()
+            assert all(
+                meta.metadata.row_group(i).num_rows <= config.PARQUET_ROW_GROUP_SIZE for i in range(meta.num_row_groups)
+            )
+            assert pc.all(
+                pc.equal(pq.read_table(fake_dataset / name).column("level"), int(split.split("_")[1]))
+            ).as_py()
     for entry in info["configs"]["sakana"].values():
         for name in entry["files"]:
             assert pq.read_schema(fake_dataset / name).equals(sakana_schema())
@@ -81,7 +85,13 @@ def test_card_front_matter_and_facts(fake_build, fake_dataset):
     with Store.open_existing(fake_build) as store:
         total = store.count()
     assert f"{total} GPU/CPU kernels" in body
-    for needle in ("Verification policy", "uninitialized_output", "fake-cpu", "load_dataset(repo, 'sakana')", "## License"):
+    for needle in (
+        "Verification policy",
+        "uninitialized_output",
+        "fake-cpu",
+        "load_dataset(repo, 'sakana')",
+        "## License",
+    ):
         assert needle in body
     assert "Imported claims" not in body  # no imported records in this build
 
@@ -98,7 +108,10 @@ def test_row_groups_split_and_imported_claims_are_reported(tmp_path):
     result = export_dataset(build, tmp_path / "ds", license_id="mit")
     (name,) = result.configs["default"]["level_1"]["files"]
     meta = pq.ParquetFile(tmp_path / "ds" / name).metadata
-    assert meta.num_row_groups >= 2 and max(meta.row_group(i).num_rows for i in range(meta.num_row_groups)) == config.PARQUET_ROW_GROUP_SIZE
+    assert (
+        meta.num_row_groups >= 2
+        and max(meta.row_group(i).num_rows for i in range(meta.num_row_groups)) == config.PARQUET_ROW_GROUP_SIZE
+    )
     card = (tmp_path / "ds" / "README.md").read_text()
     assert "license: mit" in card and "## Imported claims" in card and "claims held" in card
 
@@ -113,11 +126,19 @@ def test_reexport_keeps_embedding_columns_written_by_embed(fake_build, tmp_path)
             table = pq.read_table(out / name)
             coords = pa.array([float(i) for i in range(table.num_rows)], pa.float64())
             table = table.set_column(table.schema.get_field_index("map_x"), "map_x", coords)
-            table = table.set_column(table.schema.get_field_index("cluster_label"), "cluster_label", pa.array(["c"] * table.num_rows))
+            table = table.set_column(
+                table.schema.get_field_index("cluster_label"), "cluster_label", pa.array(["c"] * table.num_rows)
+            )
             pq.write_table(table, out / name)
-    before = {(r["task_id"], r["kernel_id"]): (r["map_x"], r["cluster_label"]) for r in pq.read_table(out / "data").to_pylist()}
+    before = {
+        (r["task_id"], r["kernel_id"]): (r["map_x"], r["cluster_label"])
+        for r in pq.read_table(out / "data").to_pylist()
+    }
     result = export_dataset(fake_build, out)
-    after = {(r["task_id"], r["kernel_id"]): (r["map_x"], r["cluster_label"]) for r in pq.read_table(out / "data").to_pylist()}
+    after = {
+        (r["task_id"], r["kernel_id"]): (r["map_x"], r["cluster_label"])
+        for r in pq.read_table(out / "data").to_pylist()
+    }
     assert after == before and result.enrichment_carried == len(before)
     assert not [p for p in out.iterdir() if p.name.startswith((".staging", ".retired"))]
 

@@ -28,7 +28,14 @@ def one_line_error(done, code: int) -> str:
 
 def test_publish_creates_the_repo_and_uploads_every_file_with_the_token(fake_dataset, tmp_path):
     with FakeHub() as hub:
-        done = run_cli("publish", fake_dataset, "--repo-id", "org/kernels", "--private", env=hub_env(hub.endpoint, "hf_secret", tmp_path))
+        done = run_cli(
+            "publish",
+            fake_dataset,
+            "--repo-id",
+            "org/kernels",
+            "--private",
+            env=hub_env(hub.endpoint, "hf_secret", tmp_path),
+        )
     assert done.returncode == 0, done.stderr
     assert hub.created == [{"name": "kernels", "organization": "org", "visibility": "private", "type": "dataset"}]
     expected = {path: (fake_dataset / path).read_bytes() for path, _ in plan_upload(fake_dataset)}
@@ -46,13 +53,17 @@ def test_publish_without_a_token_is_one_line_exit_1(fake_dataset, tmp_path):
 
 def test_failed_upload_is_one_line_exit_1(fake_dataset, tmp_path):
     with FakeHub(fail_commits=True) as hub:
-        done = run_cli("publish", fake_dataset, "--repo-id", "org/kernels", env=hub_env(hub.endpoint, "hf_secret", tmp_path))
+        done = run_cli(
+            "publish", fake_dataset, "--repo-id", "org/kernels", env=hub_env(hub.endpoint, "hf_secret", tmp_path)
+        )
     assert "upload to org/kernels failed" in one_line_error(done, 1)
 
 
 def test_dry_run_lists_files_and_sizes_without_a_token(fake_dataset, tmp_path):
     with FakeHub() as hub:
-        done = run_cli("publish", fake_dataset, "--repo-id", "org/kernels", "--dry-run", env=hub_env(hub.endpoint, None, tmp_path))
+        done = run_cli(
+            "publish", fake_dataset, "--repo-id", "org/kernels", "--dry-run", env=hub_env(hub.endpoint, None, tmp_path)
+        )
     assert done.returncode == 0, done.stderr
     assert hub.requests == []
     for path, _ in plan_upload(fake_dataset):

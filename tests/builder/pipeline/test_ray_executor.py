@@ -22,7 +22,12 @@ def local_ray(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([HERE, str(config.REPO_ROOT)]))
     monkeypatch.setenv(config.RAY_ENGINE_OVERRIDE_ENV, "pipeline_fakes")
     monkeypatch.delenv(config.VERIFIER_OVERRIDE_ENV, raising=False)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}})
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}},
+    )
     yield
     ray.shutdown()
 
@@ -30,7 +35,7 @@ def local_ray(monkeypatch):
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_ray_build_stores_every_record_from_worker_processes(tmp_path, local_ray):
-    params = BuildParams(out=tmp_path / "build", backend="cpu", generator="bundled", executor="ray")
+    params = BuildParams(out=tmp_path / "build", backend="cpu", generator="bundled", executor="ray", tasks="^1/1$")
     orchestrator = Orchestrator(params, show_progress=False)
     orchestrator.run()
     assert orchestrator.counters.stored > 0

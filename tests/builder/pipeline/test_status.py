@@ -14,7 +14,10 @@ from builder.pipeline.store import Store, db_path
 def test_status_counts_by_level_and_status(fake_build):
     report = read_status(fake_build)
     with Store.open_existing(fake_build) as store:
-        expected = dict(((lvl, s), n) for lvl, s, n in store.con.execute("SELECT level, status, count(*) FROM records GROUP BY ALL").fetchall())
+        expected = dict(
+            ((lvl, s), n)
+            for lvl, s, n in store.con.execute("SELECT level, status, count(*) FROM records GROUP BY ALL").fetchall()
+        )
     assert report.by_level_status == expected and report.total == sum(expected.values()) > 0
     assert report.builds[-1]["state"] == "finished"
     assert report.throughput_per_hour() is not None
@@ -35,7 +38,15 @@ def test_status_of_missing_or_malformed_dir_is_one_line_exit_2(tmp_path):
 def test_status_while_a_build_holds_the_database_reads_the_progress_snapshot(tmp_path):
     store = Store.open(tmp_path)  # this process now holds DuckDB's write lock, as a running build does
     try:
-        snapshot = {"state": "running", "pid": 4242, "stored": 7, "in_flight": 2, "remaining": 5, "kernels_per_hour": 90.0, "by_status": {"correct": 7}}
+        snapshot = {
+            "state": "running",
+            "pid": 4242,
+            "stored": 7,
+            "in_flight": 2,
+            "remaining": 5,
+            "kernels_per_hour": 90.0,
+            "by_status": {"correct": 7},
+        }
         (tmp_path / config.BUILD_PROGRESS_NAME).write_text(json.dumps(snapshot))
         done = run_cli("status", tmp_path)
     finally:

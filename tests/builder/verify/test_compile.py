@@ -52,22 +52,25 @@ def mixed_batch(build):
         return batching.compile_many(sources, build, executor=executor)
 
 
-def call_forward(library_path: str, module_name: str, symbol: str, value: int) -> int:
-    """Load the built module in a sandboxed child (never in this process) and call `symbol(value)`."""
+def call_forward(library_path: str, module_name: str, calls: list[tuple[str, int]]) -> list[int]:
+    """Load the built module in a sandboxed child (never in this process) and call each `symbol(value)`."""
     code = (
         "import importlib.util, sys\n"
         "import torch  # extensions link against libtorch\n"
         "spec = importlib.util.spec_from_file_location(sys.argv[2], sys.argv[1])\n"
         "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
-        "target = module\n"
-        "for part in sys.argv[3].split('.'): target = getattr(target, part)\n"
-        "print('RESULT', target(int(sys.argv[4])))\n"
+        "for symbol, value in zip(sys.argv[3::2], sys.argv[4::2]):\n"
+        "    target = module\n"
+        "    for part in symbol.split('.'): target = getattr(target, part)\n"
+        "    print('RESULT', target(int(value)))\n"
     )
     scratch = Path(library_path).parent / "call-scratch"
-    argv = [sys.executable, "-c", code, library_path, module_name, symbol, str(value)]
+    argv = [sys.executable, "-c", code, library_path, module_name]
+    for symbol, value in calls:
+        argv += [symbol, str(value)]
     outcome = run_sandboxed(argv, scratch, 120, ro_binds=[Path(library_path).parent])
     assert outcome.returncode == 0, outcome.stderr_tail
-    return int(outcome.stdout_tail.split("RESULT", 1)[1])
+    return [int(line.split()[1]) for line in outcome.stdout_tail.splitlines() if line.startswith("RESULT")]
 
 
 def test_two_good_candidates_share_one_build_and_both_work(shared_pair):
@@ -75,22 +78,21 @@ def test_two_good_candidates_share_one_build_and_both_work(shared_pair):
     assert first.ok and second.ok, (first.error, second.error)
     assert first.library_path == second.library_path and first.batch_size == second.batch_size == 2
     assert (first.symbol, second.symbol) == ("c0.forward", "c1.forward")
-    assert call_forward(first.library_path, first.module_name, first.symbol, 41) == 42
-    assert call_forward(second.library_path, second.module_name, second.symbol, 21) == 42
+    assert call_forward(first.library_path, first.module_name, [(first.symbol, 41), (second.symbol, 21)]) == [42, 42]
 
 
 def test_candidate_with_define_is_built_alone(mixed_batch):
     _, with_define, _ = mixed_batch
     assert with_define.ok, with_define.error
     assert with_define.batch_size == 1 and with_define.symbol == "forward"
-    assert call_forward(with_define.library_path, with_define.module_name, "forward", 5) == 5 + 7
+    assert call_forward(with_define.library_path, with_define.module_name, [("forward", 5)]) == [5 + 7]
 
 
 def test_broken_candidate_does_not_fail_its_batch_and_gets_its_own_message(mixed_batch):
     good, with_define, broken = mixed_batch
     assert good.ok, good.error
     assert good.library_path != with_define.library_path and good.symbol == "forward"
-    assert call_forward(good.library_path, good.module_name, "forward", 1) == 4
+    assert call_forward(good.library_path, good.module_name, [("forward", 1)]) == [4]
     assert not broken.ok and broken.library_path is None
     assert "not_declared_anywhere" in broken.error and "error" in broken.error
     assert "ka_c0" not in broken.error  # the message is from its own build, not the failed batch
@@ -101,6 +103,7 @@ def test_second_compile_is_a_cache_hit(build, mixed_batch):
     again = build(fixture("add_three.cpp"), "cpp")
     assert again.cached and not first.cached
     assert again.compile_s == 0.0 and again.library_path == first.library_path and again.ok
+    assert first.cpu_s > 0 and again.cpu_s == 0.0  # compile core-seconds are reported by the build itself
     failed_again = build(fixture("broken.cpp"), "cpp")
     assert failed_again.cached and not failed_again.ok and "not_declared_anywhere" in failed_again.error
 
@@ -132,6 +135,7 @@ def test_plan_keeps_unsafe_candidates_alone_with_a_reason():
         ("__attribute__((constructor)) static void at_load() {}\n", "constructor"),
         ('extern "C" int exported() { return 1; }\n', "extern"),
         ('TORCH_LIBRARY(myops, m) { m.def("f"); }\n', "unrecognised"),
+        ("namespace { std::vector<float> scratch_buffer; }\n", "non-fundamental"),
     ],
 )
 def test_wrap_refuses_code_that_could_affect_other_candidates(snippet, fragment):
