@@ -290,7 +290,7 @@ class Archive:
         extra = "" if colour in ("cluster_label", "kernel_name") else f", {colour}"
         return self.df(
             f"SELECT kernel_id, map_x, map_y, cluster_id, cluster_label, kernel_name{extra} FROM kernels "
-            f"WHERE map_x IS NOT NULL AND map_y IS NOT NULL AND {where}",
+            f"WHERE map_x IS NOT NULL AND map_y IS NOT NULL AND {where} ORDER BY kernel_id",
             params,
         )
 

@@ -9,6 +9,11 @@ secret seeds, tolerances and timing counts. The result JSON is written atomicall
 when this process dies before that (segfault, illegal address that kills the context, timeout), the
 parent finds no result and records a crash. Modes: "evaluate" (checks + timing), "baseline" (eager and
 torch.compile of the task), "ncu" (the candidate's calls inside an NVTX range for Nsight Compute).
+
+Result fields beyond docs/architecture.md (additions only): `error_origin` ("candidate", "task" or
+"child": who failed), `flag_notes` (flag -> why), `op_census` (the torch-op shares behind
+own_kernel_fraction), `mode`, `child_s`; baseline mode adds `eager_runtime`, `compile_runtime` (full
+stats), `compile_error`, `compile_mode`; ncu mode `profiled_calls`.
 """
 
 from __future__ import annotations

@@ -52,6 +52,9 @@ with page_errors():
         st.stop()
 
     hover = plotly_text(points["kernel_name"])
+    # Row numbers (a compact typed array) instead of 100k kernel-id strings; the query layer orders the
+    # points by kernel_id, so a selection maps back to the same rows on the rerun it triggers.
+    row_numbers = np.arange(len(points), dtype=np.int32)
     figure = go.Figure()
     if column == "speedup_eager":
         values = np.log10(points[column].astype(float).clip(lower=1e-3))
@@ -60,7 +63,7 @@ with page_errors():
                 x=points["map_x"],
                 y=points["map_y"],
                 mode="markers",
-                customdata=points["kernel_id"],
+                customdata=row_numbers,
                 text=hover,
                 marker=dict(
                     size=4, color=values, colorscale="Viridis", showscale=True, colorbar=dict(title="log10 speedup")
@@ -82,7 +85,7 @@ with page_errors():
                     x=points.loc[part, "map_x"],
                     y=points.loc[part, "map_y"],
                     mode="markers",
-                    customdata=points.loc[part, "kernel_id"],
+                    customdata=row_numbers[part.to_numpy()],
                     text=hover[part.to_numpy()],
                     name=escape_plotly(str(value)),
                     marker=dict(size=4, color=PALETTE[i % len(PALETTE)]),
@@ -111,7 +114,9 @@ with page_errors():
 
     selected = []
     if event and event.selection and event.selection.points:
-        selected = [p.get("customdata") for p in event.selection.points if p.get("customdata")]
+        rows = [p.get("customdata") for p in event.selection.points]
+        rows = [int(r[0] if isinstance(r, list) else r) for r in rows if r is not None]
+        selected = [points["kernel_id"].iloc[r] for r in rows if 0 <= r < len(points)]
     if selected:
         rows = archive.light_rows(selected[: config.EXPLORER_MAP_SELECTION_ROWS])
         st.subheader(f"Selected kernels ({len(selected)})")

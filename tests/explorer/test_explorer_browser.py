@@ -148,3 +148,23 @@ def test_map_canvas_is_not_blank(server, page, tmp_path):
     # Points are saturated colours; the background, grid, axes and labels are white, grey or black.
     coloured = int(((pixels.max(axis=2) - pixels.min(axis=2)) > 60).sum())
     assert coloured > 1000, f"only {coloured} coloured pixels: the WebGL scatter did not draw"
+
+
+def test_map_lasso_lists_kernels(server, page, tmp_path):
+    open_page(page, server + "/map", "Map of the archive")
+    chart = page.locator('[data-testid="stPlotlyChart"]').first
+    chart.locator("canvas").first.wait_for(timeout=WAIT_MS)
+    plot = chart.locator(".nsewdrag").first  # plotly's drag layer over the plotting area
+    box = plot.bounding_box()
+    x0, y0, x1, y1 = box["x"] + 5, box["y"] + 5, box["x"] + box["width"] - 5, box["y"] + box["height"] - 5
+    page.mouse.move(x0, y0)
+    page.mouse.down()
+    for x, y in ((x1, y0), (x1, y1), (x0, y1), (x0, y0 + 10)):  # lasso around the whole plot
+        page.mouse.move(x, y, steps=8)
+    page.mouse.up()
+    heading = page.get_by_role("heading").filter(has_text="Selected kernels")
+    heading.first.wait_for(timeout=WAIT_MS)
+    assert "Selected kernels (" in heading.first.inner_text()
+    links = page.locator('[data-testid="stMain"] [data-testid="stPageLink-NavLink"]')
+    assert links.count() >= 1
+    page.screenshot(path=str(tmp_path / "map_selection.png"), full_page=True)

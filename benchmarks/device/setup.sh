@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Source this on a lent GPU machine (no package registry there): installs the carried wheels (.whl/) and
+# unpacks Debian's bubblewrap (.deb/) outside /tmp (the sandbox gives children a private /tmp), then puts the
+# repository on PYTHONPATH so `python3 -m builder` is the kernel-archive CLI.
+set -e
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /opt/ka-site .whl/*.whl
+fi
+for deb in .deb/*.deb; do [ -e "$deb" ] && dpkg -x "$deb" /opt/ka-deb; done
+export PATH="/opt/ka-deb/usr/bin:$PATH"
+export PYTHONPATH="$PWD:/opt/ka-site${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0))"
+command -v bwrap >/dev/null && echo "bwrap: $(command -v bwrap)"
+set +e
