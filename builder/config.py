@@ -164,7 +164,9 @@ CUDA_FAST_MATH_FLAG = "--use_fast_math"
 COMPILE_WORKERS = max(1, (os.cpu_count() or 2) // 2)  # parallel compile children (each runs ninja/nvcc)
 COMPILE_BATCH_SIZE = 8  # candidates per shared build (header cost paid once per build)
 EVAL_POOL_SIZE = 1  # pre-started evaluation processes per GPU worker, beyond the one running
-BASELINE_TIMEOUT_S = 900.0  # eager + torch.compile baselines of one task (inductor compiles inside)
+BASELINE_TIMEOUT_S = 900.0
+# Parallel children that compile torch.compile baselines ahead of their measured run (CUDA builds).
+BASELINE_WARM_WORKERS = 4  # eager + torch.compile baselines of one task (inductor compiles inside)
 SEED_BITS = 63  # seeds are secrets.randbits(SEED_BITS), drawn per build
 
 # --- explorer ----------------------------------------------------------------------------------

@@ -17,8 +17,6 @@ ACTIVATIONS = {
     "tanh": "tanhf(v)",
     "silu": "v / (1.0f + expf(-v))",
     "leaky_relu": "v > 0.0f ? v : 0.01f * v",
-    "square": "v * v",
-    "abs": "fabsf(v)",
 }
 _NAMES = ("x", "input", "in", "src", "a", "data")
 _OUT_NAMES = ("y", "out", "output", "dst", "result")
@@ -36,7 +34,7 @@ class SyntheticKernel:
 
 def _elementwise(rng: random.Random, op: str) -> tuple[str, tuple[str, ...]]:
     x, y, block = rng.choice(_NAMES), rng.choice(_OUT_NAMES), rng.choice((128, 256, 512, 1024))
-    style = rng.choice(("naive", "grid_stride", "vectorized_loads"))
+    style = rng.choice(("naive", "grid_stride", "vectorized_loads"))  # grid-stride code is still naive
     expr = ACTIVATIONS[op]
     if style == "naive":
         body = f"    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) {{ float v = {x}[i]; {y}[i] = {expr}; }}\n"
@@ -65,7 +63,8 @@ def _elementwise(rng: random.Random, op: str) -> tuple[str, tuple[str, ...]]:
         f"    {op}_kernel<<<blocks, threads>>>({x}_t.data_ptr<float>(), {y}_t.data_ptr<float>(), n);\n"
         f"    return {y}_t;\n}}\n"
     )
-    return kernel + "\n" + host, (style,)
+    tags = ("naive", "grid_stride") if style == "grid_stride" else (style,)
+    return kernel + "\n" + host, tags
 
 
 def _reduction(rng: random.Random, op: str) -> tuple[str, tuple[str, ...]]:
@@ -89,12 +88,13 @@ def _reduction(rng: random.Random, op: str) -> tuple[str, tuple[str, ...]]:
             "    }",
             "    if (threadIdx.x == 0) out[blockIdx.x] = sdata[0];",
         ]
+        tags += ("shared_memory_tiling",)  # a shared-memory tree reduction stages data through __shared__
     else:
         lines += [
             "#pragma unroll",
             f"    for (int offset = 16; offset > 0; offset /= 2) {acc} += __shfl_down_sync(0xffffffff, {acc}, offset);",
         ]
-        tags += ("warp_shuffle", "loop_unrolling")
+        tags += ("warp_shuffle",)
         if style == "atomics":
             lines.append(f"    if ((threadIdx.x & 31) == 0) atomicAdd(out, {acc});")
             tags += ("atomics",)

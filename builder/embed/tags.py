@@ -54,7 +54,6 @@ _OP_KINDS = {
     "contraction": re.compile(
         r"\+=\s*[^;]*?\b(\w+)\s*(?:\[[^;\]]*\])+\s*\*\s*(?!\1\b)\w+\s*\[|\bfmaf?\s*\(|\b__fmaf?_r\w\s*\(|mma_sync\s*\(|\bmma\.sync\b"
     ),
-    "bias": re.compile(r"\bbias\w*\s*\["),
     "activation": re.compile(
         r"\b(?:relu|gelu|silu|swish|sigmoid|mish|softplus|elu|selu|leaky\w*|hardswish|hardtanh)\w*\s*\("
         r"|\b(?:tanhf?|erff?|__expf|expf|exp|exp2f|__tanhf)\s*\("
@@ -63,6 +62,9 @@ _OP_KINDS = {
     ),
     "normalization": re.compile(r"\b(?:rsqrtf?|__frsqrt_rn)\s*\(|\beps(?:ilon)?\b"),
 }
+# Strategies that make a kernel non-naive (the manifests' convention: grid-stride, unrolling and fusion
+# can all appear in otherwise naive code).
+_OPTIMISATIONS = {"shared_memory_tiling", "warp_shuffle", "vectorized_loads", "tensor_cores", "async_copy", "atomics"}
 _GLOBAL_FN = re.compile(r"\b__global__\b[^{;]*\{")
 
 
@@ -70,25 +72,50 @@ _ASSIGNMENT = re.compile(r"^(?P<lhs>[^;]*?[^=!<>+\-*/%&|^])=(?!=)(?P<rhs>[^;]*)$
 
 
 def _shared_memory_tiling(code: str) -> bool:
-    """A __shared__ array (re)filled inside a loop that also synchronises, from something that is not
-    shared memory itself (a tree reduction only combines shared values, so it does not count)."""
+    """Data staged through a __shared__ array: written inside a loop that also synchronises (tiles,
+    tree reductions, scans), or filled from a kernel's global pointer with a __syncthreads in the code.
+    Writing per-warp partials once (`partial[warp] = v`) does not count."""
     shared = set(re.findall(r"__shared__[^;]*?\b(\w+)\s*\[", code))
     if not shared:
         return False
     names = "|".join(map(re.escape, shared))
     in_shared = re.compile(rf"\b(?:{names})\s*\[")
+    pointers = _kernel_pointer_params(code) - shared
+    if pointers and "__syncthreads" in code:
+        reads_global = re.compile(r"\b(?:" + "|".join(map(re.escape, pointers)) + r")\s*\[")
+        for statement in re.split(r"[;{}]", code):
+            match = _ASSIGNMENT.match(statement.strip())
+            if match and in_shared.search(match.group("lhs")) and reads_global.search(match.group("rhs")):
+                return True
     for body in _loop_bodies(code):
         if "__syncthreads" not in body and "cp.async.wait" not in body and "pipeline" not in body:
             continue
         if "cp.async" in body or "memcpy_async" in body:
             return True
         for statement in re.split(r"[;{}]", body):
-            match = _ASSIGNMENT.match(statement.strip())
-            if not match or not in_shared.search(match.group("lhs")):
-                continue
-            rhs = match.group("rhs")
-            if not in_shared.search(rhs) and re.search(r"[A-Za-z_]", rhs):
+            match = _ASSIGNMENT.match(statement.strip()) or re.match(r"(?P<lhs>[^;]*?)[-+*/|&^]=(?P<rhs>.*)", statement)
+            if match and in_shared.search(match.group("lhs")):
                 return True
+    return False
+
+
+def _kernel_pointer_params(code: str) -> set[str]:
+    names: set[str] = set()
+    for match in _GLOBAL_FN.finditer(code):
+        params = match.group()[match.group().find("(") :]
+        names |= set(re.findall(r"\*\s*(?:const\s+)?(?:__restrict__\s+)?(\w+)\s*[,)]", params))
+    return names
+
+
+def _pragma_unrolling(code: str) -> bool:
+    """`#pragma unroll` on a loop that is not a warp-shuffle reduction (those have a constant trip count
+    and are unrolled by the compiler anyway: the pragma there is boilerplate, not a strategy)."""
+    for match in _SIMPLE["loop_unrolling"].finditer(code):
+        loop = re.search(r"\b(?:for|while)\s*\(", code[match.end() :])
+        if loop is None:
+            return True
+        if "shfl" not in _loop_bodies(code[match.end() + loop.start() :])[0]:
+            return True
     return False
 
 
@@ -159,7 +186,7 @@ _DETECTORS: dict[str, Callable[[str], bool]] = {
     **{tag: (lambda code, rx=rx: bool(rx.search(code))) for tag, rx in _SIMPLE.items() if tag != "loop_unrolling"},
     "shared_memory_tiling": _shared_memory_tiling,
     "grid_stride": _grid_stride,
-    "loop_unrolling": lambda code: bool(_SIMPLE["loop_unrolling"].search(code)) or _manual_unrolling(code),
+    "loop_unrolling": lambda code: _pragma_unrolling(code) or _manual_unrolling(code),
     "fusion": _fusion,
 }
 
@@ -168,6 +195,6 @@ def strategy_tags(source: str, language: str) -> list[str]:
     """Detected tags in config.STRATEGY_TAGS order; `naive` when no other strategy is found."""
     code = code_view(source, language, keep_strings=False)
     found = [tag for tag in config.STRATEGY_TAGS if tag in _DETECTORS and _DETECTORS[tag](code)]
-    if not any(tag != "fusion" for tag in found):
-        found.insert(0, "naive")  # fusion alone can still be naive (one thread per output, no tricks)
+    if not set(found) & _OPTIMISATIONS:
+        found.insert(0, "naive")  # grid-stride loops, unrolling and fusion can still be naive code
     return found

@@ -61,7 +61,8 @@ def _operator_row(event: Any) -> dict:
 def summarise(averages: list[Any], device: str, range_name: str = config.NVTX_CANDIDATE_RANGE) -> dict:
     """Tables and the own fraction from `prof.key_averages()` (a list of FunctionEventAvg)."""
     top = config.TORCH_PROFILE_TOP
-    kernels = [e for e in averages if _is_device_event(e)]
+    # The candidate's own record_function range also shows up as a device-side annotation: not a kernel.
+    kernels = [e for e in averages if _is_device_event(e) and e.key != range_name]
     operators = [e for e in averages if not _is_device_event(e) and e.key != range_name]
     candidate_range = next((e for e in averages if e.key == range_name and not _is_device_event(e)), None)
 

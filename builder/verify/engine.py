@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from itertools import islice
 from pathlib import Path
@@ -161,6 +161,40 @@ class BaselineCache:
         self.directory = Path(directory) if directory else config.CACHE_DIR / "baselines"
         self._lock = threading.Lock()
         self._failed: set[str] = set()  # keys whose baseline failed in this build: not retried per candidate
+        self._warming: dict[str, Future] = {}
+
+    def _compiler_cache(self) -> tuple[dict[str, str], list[Path]]:
+        """inductor/triton caches shared by this build's baseline children (reference code only: candidate
+        children never get this writable directory, so a candidate cannot poison a baseline)."""
+        root = self.directory / "compiler-cache"
+        (root / "inductor").mkdir(parents=True, exist_ok=True)
+        (root / "triton").mkdir(parents=True, exist_ok=True)
+        env = {"TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"), "TRITON_CACHE_DIR": str(root / "triton")}
+        return env, [root]
+
+    def prewarm(self, task: Task, options: VerifyOptions, executor: ThreadPoolExecutor) -> None:
+        """Compile the task's torch.compile baseline in a parallel child (no timing), so that the measured
+        baseline, run later on the evaluation worker, finds inductor's caches warm. The serial
+        torch.compile cost per task otherwise dominates a GPU build."""
+        if options.backend != "cuda":
+            return
+        key = self.key(task, options)
+        with self._lock:
+            if key in self._warming or (self.directory / f"{key}.json").exists():
+                return
+            self._warming[key] = executor.submit(self._warm, task, options)
+
+    def _warm(self, task: Task, options: VerifyOptions) -> None:
+        scratch = Path(tempfile.mkdtemp(prefix="ka-warm-"))
+        try:
+            job = build_job(task, None, None, options, "baseline", scratch)
+            job["warm_only"] = True
+            env, writable = self._compiler_cache()
+            run_child(job, scratch, options, config.BASELINE_TIMEOUT_S, env_extra=env, writable=writable)
+        except Exception as exc:  # noqa: BLE001 - warming is an optimisation; the measured run reports failures
+            log.warning("baseline warm-up of task %s failed: %s", task.id, exc)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
     def key(self, task: Task, options: VerifyOptions) -> str:
         env = environment.environment_fields(options.backend, options.device_index)
@@ -172,6 +206,12 @@ class BaselineCache:
         self.directory.mkdir(parents=True, exist_ok=True)
         key = self.key(task, options)
         path = self.directory / f"{key}.json"
+        warming = self._warming.get(key)
+        if warming is not None:
+            try:
+                warming.result()
+            except CancelledError:
+                pass
         # Thread lock for the workers of one Verifier, file lock for parallel builder processes.
         with self._lock, open(self.directory / f"{key}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -181,7 +221,9 @@ class BaselineCache:
             scratch = Path(tempfile.mkdtemp(prefix="ka-baseline-"))
             try:
                 job = build_job(task, None, None, options, "baseline", scratch)
-                result, outcome = run_child(job, scratch, options, config.BASELINE_TIMEOUT_S)
+                env, writable = self._compiler_cache()
+                result, outcome = run_child(job, scratch, options, config.BASELINE_TIMEOUT_S, env_extra=env,
+                                            writable=writable)  # fmt: skip
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
             if result is None or verdict.speedup(result.get("eager_ms"), 1.0) is None:
@@ -309,11 +351,15 @@ class Verifier:
                 except queue.Full:
                     continue
 
+        warmers = ThreadPoolExecutor(config.BASELINE_WARM_WORKERS, thread_name_prefix="ka-warm")
+
         def produce() -> None:
             try:
                 with ThreadPoolExecutor(max(1, self.options.compile_workers)) as executor:
                     window_size = max(1, self.options.batch_size) * max(1, self.options.compile_workers)
                     while not stop.is_set() and (window := list(islice(source, window_size))):
+                        for _, task in window:
+                            self.baselines.prewarm(task, self.options, warmers)
                         sources = [(c.source, c.language) for c, _ in window]
                         for index, (candidate, _) in enumerate(window):
                             if candidate.language == "python":
@@ -376,6 +422,7 @@ class Verifier:
                     break
             for pool in pools:  # pre-started children must not outlive the stream
                 pool.close()
+            warmers.shutdown(wait=False, cancel_futures=True)
             started = time.monotonic()
             for thread in threads:
                 thread.join(timeout=max(0.1, config.SANDBOX_KILL_GRACE_S - (time.monotonic() - started)))

@@ -192,6 +192,7 @@ def read_result(path: Path) -> dict[str, Any] | None:
 
 def run_child(job: dict[str, Any], scratch: Path, options: VerifyOptions, timeout_s: float,
               pooled: PooledChild | None = None, argv_prefix: list[str] | None = None,
+              env_extra: dict[str, str] | None = None, writable: list[Path] | None = None,
               ) -> tuple[dict[str, Any] | None, ChildOutcome]:  # fmt: skip
     """Write the job into the scratch dir, run the child (pooled or fresh), read its result."""
     job_path = scratch / "job.json"
@@ -211,7 +212,8 @@ def run_child(job: dict[str, Any], scratch: Path, options: VerifyOptions, timeou
             scratch,
             timeout_s,
             gpu=options.backend == "cuda",
-            env_extra=child_env(options),
+            env_extra={**child_env(options), **(env_extra or {})},
+            extra_binds=writable or (),
             isolation=options.isolation,
             ro_binds=job_inputs(job),
         )

@@ -6,13 +6,13 @@ import os
 from pathlib import Path
 
 import pytest
-from archive_factory import make_record, write_archive
 from streamlit.testing.v1 import AppTest
 
 from builder import config
 from explorer.components.context import _warm_up as real_warm_up
 from explorer.query import Archive
 from explorer.sources import resolve_source
+from tests.explorer.archive_factory import make_record, write_archive
 
 APP = Path(__file__).resolve().parents[2] / "explorer" / "app.py"
 TIMEOUT = 60  # generous for a loaded 2-core CI box; the runs take well under a second
@@ -198,7 +198,7 @@ def test_source_env_name_is_shared_with_the_cli():
 
 
 def test_public_archive_source_pages(tmp_path, source_env):
-    from archive_factory import sakana_row, write_sakana
+    from tests.explorer.archive_factory import sakana_row, write_sakana
 
     path = write_sakana(
         tmp_path / "public.parquet",

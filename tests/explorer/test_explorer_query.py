@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from archive_factory import make_record, write_archive
 
 from builder.errors import UsageError
 from explorer.filters import Filters
 from explorer.query import Archive
 from explorer.sources import resolve_source
+from tests.explorer.archive_factory import make_record, write_archive
 
 WARP_CODE = "__global__ void g_kernel(float* x) { float v = __shfl_down_sync(0xffffffff, x[0], 1); }\n"
 

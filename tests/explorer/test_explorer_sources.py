@@ -5,12 +5,12 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from archive_factory import make_record, sakana_row, write_archive, write_sakana
 
 from builder.errors import UsageError
 from explorer.filters import Filters
 from explorer.query import Archive
 from explorer.sources import KIND_ARCHIVE, KIND_SAKANA, resolve_source
+from tests.explorer.archive_factory import make_record, sakana_row, write_archive, write_sakana
 
 
 def test_dataset_folder_uses_level_splits_only(tmp_path):

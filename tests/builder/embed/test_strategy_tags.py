@@ -21,9 +21,9 @@ def test_each_fixture_is_tagged_with_its_strategy(tag):
 
 
 def test_single_strategy_fixtures_get_nothing_else():
-    # Every fixture but fusion (which is naive besides) shows exactly one strategy.
+    # Each fixture shows exactly its strategy; fusion, grid-stride and unrolling alone are still naive code.
     for tag in POSITIVE:
-        expected = ["naive", "fusion"] if tag == "fusion" else [tag]
+        expected = ["naive", tag] if tag in ("fusion", "grid_stride", "loop_unrolling") else [tag]
         assert _tags(f"{tag}.cu") == expected, tag
 
 
@@ -32,7 +32,7 @@ def test_mentions_in_comments_and_strings_do_not_tag():
 
 
 def test_lookalikes_do_not_tag():
-    # a shared-memory tree reduction, `#pragma unroll 1`, a single array squared
+    # per-warp partials written once to shared memory, `#pragma unroll 1`, a single array squared
     assert _tags("negative_lookalikes.cu") == ["naive"]
 
 
@@ -50,6 +50,21 @@ def test_tags_are_in_vocabulary_order():
     assert tags == [t for t in config.STRATEGY_TAGS if t in tags] and set(tags) <= set(config.STRATEGY_TAGS)
 
 
+def test_tree_reduction_counts_as_staging_and_shuffle_unroll_pragma_does_not():
+    source = """
+    __global__ void r(const float* x, float* out) {
+        __shared__ float s[256];
+        s[threadIdx.x] = x[threadIdx.x];
+        __syncthreads();
+        for (int k = 128; k > 0; k >>= 1) { if (threadIdx.x < k) s[threadIdx.x] += s[threadIdx.x + k]; __syncthreads(); }
+        float v = s[0];
+    #pragma unroll
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffff, v, o);
+        out[0] = v;
+    }"""
+    assert strategy_tags(source, "cuda") == ["shared_memory_tiling", "warp_shuffle"]
+
+
 def test_cpu_manual_unrolling_and_ternary_relu_fusion():
     source = """
     for (; j + 4 <= m; j += 4) {
@@ -58,7 +73,7 @@ def test_cpu_manual_unrolling_and_ternary_relu_fusion():
     for (int64_t i = 0; i < in; ++i) acc += row_x[i] * row_w[i];
     y[o] = acc > 0.0f ? acc : 0.0f;
     """
-    assert strategy_tags(source, "cpp") == ["fusion", "loop_unrolling"]
+    assert strategy_tags(source, "cpp") == ["naive", "fusion", "loop_unrolling"]
 
 
 def test_tags_match_the_strategies_the_synthetic_templates_were_written_with():

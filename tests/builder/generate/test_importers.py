@@ -254,6 +254,8 @@ def test_claims_summary_counts_what_held(sakana_file, tmp_path, tiny_tasks):
     assert claims_summary([])["held_fraction"] is None
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # two C++ extension builds; minutes on a busy 2-core machine
 def test_reverification_reports_the_disagreement(sakana_file, tmp_path):
     """End to end on the CPU backend through the real verifier (once builder.verify.engine exists)."""
     engine = verify_engine()

@@ -9,7 +9,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import CLI, fake_env, run_cli
+from pipeline_helpers import CLI, fake_env, run_cli
 
 from builder import config
 from builder.candidates import Candidate

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import datasets
 import pytest
-from conftest import CLI, run_cli
+from pipeline_helpers import CLI, run_cli
 
 from builder import config
 from builder.pipeline.store import Store

@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from conftest import run_cli
+from pipeline_helpers import run_cli
 
 from builder import config
 from builder.errors import UsageError

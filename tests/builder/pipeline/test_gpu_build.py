@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from pipeline_helpers import run_cli
 
 from builder.pipeline.status import read_status
 from builder.pipeline.store import Store

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import run_cli
-from fake_hub import FakeHub
+from pipeline_fake_hub import FakeHub
+from pipeline_helpers import run_cli
 
 from builder.pipeline.publish import plan_upload
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import run_cli
+from pipeline_helpers import run_cli
 
 from builder import config
 from builder.pipeline.status import read_status

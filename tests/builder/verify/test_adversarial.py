@@ -64,7 +64,12 @@ def run_verify(fixture: str, cache_dir: Path) -> dict:
                           timeout=CLI_TIMEOUT_S)  # fmt: skip
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     record = json.loads(lines[-1]) if lines else None
-    return {"returncode": done.returncode, "record": record, "stderr": done.stderr[-3000:]}
+    outcome = {"returncode": done.returncode, "record": record, "stderr": done.stderr[-3000:]}
+    # Kept next to the cache so a failing CI run can be read fixture by fixture.
+    log = cache_dir / "outcomes" / f"{fixture.replace('/', '__')}.json"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(json.dumps(outcome, indent=1))
+    return outcome
 
 
 def run_all(backend: str, cache_dir: Path) -> dict[str, dict]:

@@ -1,4 +1,4 @@
-// ConvTranspose1d in scatter form with atomicAdd into an unzeroed output.
+// ConvTranspose1d in scatter form with atomicAdd. Designed to fail: the output (torch::empty) is never zeroed before the atomics.
 #include <torch/extension.h>
 #include <cuda_runtime.h>
 #include <c10/cuda/CUDAException.h>

@@ -1,4 +1,4 @@
-// Rectangular matmul on TF32 tensor cores (wmma m16n16k8).
+// Rectangular matmul on TF32 tensor cores (wmma m16n16k8). Designed to fail: TF32 rounding over K=4096 exceeds the fp32 tolerance.
 #include <torch/extension.h>
 #include <cuda_runtime.h>
 #include <c10/cuda/CUDAException.h>

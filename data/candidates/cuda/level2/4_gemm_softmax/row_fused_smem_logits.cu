@@ -45,7 +45,6 @@ __global__ void linear_row_fused(const float* __restrict__ x, const float* __res
     float s = 0.0f;
     for (int c = threadIdx.x; c < out_f; c += blockDim.x) s += expf(logits[c] - gm);
     s = warp_sum(s);
-    __syncthreads();  // everyone has read warp_a before it is reused
     if (lane == 0) warp_b[warp] = s;
     __syncthreads();
     float total = 0.0f;

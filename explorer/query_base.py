@@ -1,0 +1,57 @@
+"""Column sets and the Parquet-error guard shared by the two halves of the query layer."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import duckdb
+
+from builder.errors import ArchiveError
+from schemas import field_names
+
+HEAVY_COLUMNS = (
+    "cuda_code",
+    "reference_module_code",
+    "reference_functional_code",
+    "ncu_profile",
+    "torch_profile",
+    "clang_tidy",
+    "embedding",
+    "error",
+    "seeds",
+)
+LIGHT_COLUMNS = tuple(name for name in field_names() if name not in HEAVY_COLUMNS)
+SORTABLE = frozenset(LIGHT_COLUMNS)
+BASELINES = {"eager": "speedup_eager", "compile": "speedup_compile"}
+TABLE_COLUMNS = (
+    "kernel_id",
+    "task_id",
+    "op_name",
+    "kernel_name",
+    "model",
+    "experiment",
+    "status",
+    "flags",
+    "runtime_ms",
+    "eager_ms",
+    "compile_ms",
+    "speedup_eager",
+    "speedup_compile",
+    "strategy_tags",
+)
+
+
+def reads_parquet(method: Callable) -> Callable:
+    """Methods that read the Parquet files (not the in-memory table): a file gone or damaged since the archive
+    was opened becomes one ArchiveError naming the source, which the app shows as a message."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except duckdb.Error as exc:
+            raise ArchiveError(f"cannot read {self.source.label}: {str(exc).splitlines()[0]}") from None
+
+    return wrapper
