@@ -189,7 +189,9 @@ EXPLORER_HUB_PATTERNS = ("data/*.parquet", "README.md", "*.parquet")  # what a H
 # --- verification engine, child side (builder/verify/child.py, checks.py, timing.py, static_scan.py) ---
 POISON_FREE_FRACTION = 0.5  # share of free GPU memory the NaN poison may take (POISON_BYTES caps it)
 POISON_CHUNK_BYTES = 256 << 20  # GPU poison is allocated in chunks this size (plus output-sized blocks)
-POISON_CPU_COPIES = 8  # output-sized NaN buffers freed before each CPU candidate call
+POISON_CPU_COPIES = 8  # at least this many output-sized NaN buffers freed before each CPU candidate call
+POISON_CPU_MAX_COPIES = 64  # up to this many, within the byte budget below: enough to drain malloc's free chunks
+POISON_CPU_BUDGET_BYTES = 64 << 20
 # glibc would return large freed blocks to the OS (fresh pages are zero, not poison); these keep them
 # in the heap so the next allocation of that size reuses the poisoned memory.
 CPU_MALLOC_MMAP_THRESHOLD = 32 << 20

@@ -88,9 +88,13 @@ def poison_cpu(output_bytes: list[int]) -> int:
         # adjacent freed buffers coalesce into one NaN-filled region that later requests are split from.
         for extra in (0, 64, 128, 256, 512, 1024, 4096):
             buffers.append(_nan_buffer(nbytes + extra, "cpu"))
-        for _ in range(config.POISON_CPU_COPIES):
+        # Each allocation takes the best-fitting free chunk, so many of them drain the free chunks that
+        # the candidate's empty_like could otherwise get (holding old outputs) and NaN-fill them all.
+        copies = config.POISON_CPU_BUDGET_BYTES // max(nbytes, 1)
+        copies = max(config.POISON_CPU_COPIES, min(config.POISON_CPU_MAX_COPIES, copies))
+        for _ in range(copies):
             buffers.append(_nan_buffer(nbytes, "cpu"))
-        poisoned += nbytes * (config.POISON_CPU_COPIES + 7)
+        poisoned += nbytes * (copies + 7)
     del buffers
     return poisoned
 

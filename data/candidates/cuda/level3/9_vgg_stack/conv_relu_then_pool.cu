@@ -54,7 +54,7 @@ __global__ void maxpool2(const float* __restrict__ x, float* __restrict__ y, int
     }
 }
 
-static torch::Tensor pool2(const torch::Tensor& x) {
+static torch::Tensor launch_max_pool_2x2(const torch::Tensor& x) {
     const int h = (int)x.size(2), wd = (int)x.size(3);
     auto y = torch::empty({x.size(0), x.size(1), h / 2, wd / 2}, x.options());
     const int64_t total = y.numel();
@@ -65,7 +65,7 @@ static torch::Tensor pool2(const torch::Tensor& x) {
 }
 
 // conv+bias+ReLU with the bias as the affine shift (scale null = 1) of the shared 3x3 conv kernel.
-static torch::Tensor conv_relu(const torch::Tensor& x, torch::Tensor w, torch::Tensor b) {
+static torch::Tensor launch_conv_bias_relu(const torch::Tensor& x, torch::Tensor w, torch::Tensor b) {
     w = w.contiguous();
     b = b.contiguous();
     auto y = torch::empty({x.size(0), w.size(0), x.size(2), x.size(3)}, x.options());
@@ -76,12 +76,12 @@ static torch::Tensor conv_relu(const torch::Tensor& x, torch::Tensor w, torch::T
 torch::Tensor forward(torch::Tensor x, torch::Tensor conv1_weight, torch::Tensor conv1_bias, torch::Tensor conv2_weight, torch::Tensor conv2_bias, torch::Tensor conv3_weight, torch::Tensor conv3_bias, torch::Tensor conv4_weight, torch::Tensor conv4_bias) {
     TORCH_CHECK(x.is_cuda() && x.dim() == 4, "x must be a 4-D CUDA tensor");
     x = x.contiguous();
-    auto y = conv_relu(x, conv1_weight, conv1_bias);
-    y = conv_relu(y, conv2_weight, conv2_bias);
-    y = pool2(y);
-    y = conv_relu(y, conv3_weight, conv3_bias);
-    y = conv_relu(y, conv4_weight, conv4_bias);
-    return pool2(y);
+    auto y = launch_conv_bias_relu(x, conv1_weight, conv1_bias);
+    y = launch_conv_bias_relu(y, conv2_weight, conv2_bias);
+    y = launch_max_pool_2x2(y);
+    y = launch_conv_bias_relu(y, conv3_weight, conv3_bias);
+    y = launch_conv_bias_relu(y, conv4_weight, conv4_bias);
+    return launch_max_pool_2x2(y);
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward, "vgg stack (direct convs)"); }

@@ -77,7 +77,7 @@ __global__ void conv3x3_relu_pool(const float* __restrict__ x, const float* __re
     }
 }
 
-static torch::Tensor conv_relu(const torch::Tensor& x, torch::Tensor w, torch::Tensor b) {
+static torch::Tensor launch_conv_bias_relu(const torch::Tensor& x, torch::Tensor w, torch::Tensor b) {
     w = w.contiguous();
     b = b.contiguous();
     auto y = torch::empty({x.size(0), w.size(0), x.size(2), x.size(3)}, x.options());
@@ -85,7 +85,7 @@ static torch::Tensor conv_relu(const torch::Tensor& x, torch::Tensor w, torch::T
     return y;
 }
 
-static torch::Tensor conv_relu_pool(const torch::Tensor& x, torch::Tensor w, torch::Tensor b) {
+static torch::Tensor launch_conv_bias_relu_pool(const torch::Tensor& x, torch::Tensor w, torch::Tensor b) {
     w = w.contiguous();
     b = b.contiguous();
     const int nb = (int)x.size(0), ic = (int)x.size(1), h = (int)x.size(2), wd = (int)x.size(3), oc = (int)w.size(0);
@@ -101,10 +101,10 @@ static torch::Tensor conv_relu_pool(const torch::Tensor& x, torch::Tensor w, tor
 torch::Tensor forward(torch::Tensor x, torch::Tensor conv1_weight, torch::Tensor conv1_bias, torch::Tensor conv2_weight, torch::Tensor conv2_bias, torch::Tensor conv3_weight, torch::Tensor conv3_bias, torch::Tensor conv4_weight, torch::Tensor conv4_bias) {
     TORCH_CHECK(x.is_cuda() && x.dim() == 4, "x must be a 4-D CUDA tensor");
     x = x.contiguous();
-    auto y = conv_relu(x, conv1_weight, conv1_bias);
-    y = conv_relu_pool(y, conv2_weight, conv2_bias);
-    y = conv_relu(y, conv3_weight, conv3_bias);
-    return conv_relu_pool(y, conv4_weight, conv4_bias);
+    auto y = launch_conv_bias_relu(x, conv1_weight, conv1_bias);
+    y = launch_conv_bias_relu_pool(y, conv2_weight, conv2_bias);
+    y = launch_conv_bias_relu(y, conv3_weight, conv3_bias);
+    return launch_conv_bias_relu_pool(y, conv4_weight, conv4_bias);
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward, "vgg stack (pool fused)"); }
