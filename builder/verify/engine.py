@@ -158,7 +158,8 @@ class BaselineCache:
     (task source, backend, device, torch version, size) and kept as JSON files."""
 
     def __init__(self, directory: Path | None) -> None:
-        self.directory = Path(directory) if directory else config.CACHE_DIR / "baselines"
+        # Absolute: the directory is bound into sandboxes whose cwd is a scratch dir.
+        self.directory = (Path(directory) if directory else config.CACHE_DIR / "baselines").resolve()
         self._lock = threading.Lock()
         self._failed: set[str] = set()  # keys whose baseline failed in this build: not retried per candidate
         self._warming: dict[str, Future] = {}
@@ -227,7 +228,8 @@ class BaselineCache:
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
             if result is None or verdict.speedup(result.get("eager_ms"), 1.0) is None:
-                log.warning("baseline of task %s failed (%s)", task.id, outcome.describe())
+                reason = (result or {}).get("error") or outcome.stderr_tail.strip().splitlines()[-3:]
+                log.warning("baseline of task %s failed (%s): %s", task.id, outcome.describe(), reason)
                 self._failed.add(key)
                 return None
             keep = ("eager_ms", "compile_ms", "timing_method", "eager_runtime", "compile_runtime", "compile_error")

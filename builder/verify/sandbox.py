@@ -107,6 +107,7 @@ def _bwrap_base_args(
         if _under_tmp(path) and path.exists():
             args += ["--ro-bind", str(path), str(path)]
     for path in [*([scratch] if scratch else []), *extra_binds]:
+        path = Path(path).resolve()  # bwrap would resolve a relative source against its own cwd
         args += ["--bind", str(path), str(path)]
     args += ["--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session"]
     return args
