@@ -201,12 +201,6 @@ SIDE_STREAM_CALLS = 5  # calls whose event time is compared with a synchronized 
 SIDE_STREAM_MIN_GAP_MS = 0.05  # absolute gap below which event/host disagreement is launch noise
 TORCH_OPS_DOMINANT_FRACTION = 0.5  # library share of the call's time above which -> uses_torch_ops
 KERNELS_SEEN_MAX = 50  # distinct kernel/op names listed in a result
-# Device kernels whose names match these (case-insensitive regex) come from libraries, not the candidate.
-LIBRARY_KERNEL_PATTERNS = (
-    r"^void at::", r"\bat::native::", r"^at::", r"\bat_cuda_detail::", r"gemm", r"gemv", r"cutlass",
-    r"cudnn", r"cublas", r"nvjet", r"sm\d+_xmma", r"xmma_", r"ampere_", r"volta_", r"turing_", r"hopper_",
-    r"^triton_", r"splitKreduce", r"^memcpy", r"^memset", r"^Memcpy", r"^Memset",
-)
 # ATen ops a candidate may call on the CPU without it counting as torch compute (allocation and views).
 CPU_ALLOWED_ATEN_OPS = (
     "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::zeros", "aten::zeros_like",

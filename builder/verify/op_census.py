@@ -1,7 +1,7 @@
 """Which code did the work of one candidate call: its own kernels or PyTorch's (untrusted child side).
 
 One call runs under `torch.profiler`. On CUDA every device kernel is classified by name as a library
-kernel (ATen, cuBLAS, cuDNN, CUTLASS, Triton, memcpy/memset: config.LIBRARY_KERNEL_PATTERNS) or the
+kernel (ATen, cuBLAS, cuDNN, CUTLASS, Triton, memcpy/memset: builder.profile.kernel_names) or the
 candidate's own, and the shares of device time decide. On the CPU there are no device kernels: the
 top-level ATen compute ops called inside the candidate (allocation and view ops excepted,
 config.CPU_ALLOWED_ATEN_OPS) are timed against the whole call. Library work above
@@ -10,22 +10,18 @@ config.TORCH_OPS_DOMINANT_FRACTION means `uses_torch_ops`.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
-from functools import lru_cache
 from typing import Any
 
 from builder import config
-
-
-@lru_cache(maxsize=1)
-def _library_pattern() -> re.Pattern[str]:
-    return re.compile("|".join(f"(?:{p})" for p in config.LIBRARY_KERNEL_PATTERNS), re.IGNORECASE)
+from builder.profile import kernel_names
 
 
 def is_library_kernel(name: str) -> bool:
-    return bool(_library_pattern().search(name.strip()))
+    # One classifier for the verifier, the torch profile and ncu (a substring rule such as "gemm" would
+    # call a candidate's own `gemm_tiled` kernel library code and flag an honest kernel uses_torch_ops).
+    return kernel_names.is_library_kernel(name)
 
 
 def _summarise(rows: dict[str, list[float]], library: Callable[[str], bool]) -> list[dict[str, Any]]:
