@@ -8,7 +8,7 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" builds/gpu
 export KA_CACHE_DIR=/opt/ka-cache
 start=$(date +%s)
 timeout -s TERM -k 30 "${BUDGET_S:-500}" python3 -m builder build --out builds/gpu --generator bundled --backend cuda \
-  --levels "${LEVELS:-1,2,3}" --quiet > "$OUT/build.log" 2>&1
+  --levels "${LEVELS:-1,2,3}" ${TASKS:+--tasks "$TASKS"} --quiet > "$OUT/build.log" 2>&1
 echo "build exit $? after $(( $(date +%s) - start )) s"
 tail -n 30 "$OUT/build.log"
 python3 -m builder status builds/gpu 2>&1 | tee "$OUT/status.txt" | tail -n 40
