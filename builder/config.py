@@ -200,6 +200,7 @@ CPU_CACHE_FLUSH_BYTES = 64 << 20  # written before each timed CPU call (larger t
 SIDE_STREAM_CALLS = 5  # calls whose event time is compared with a synchronized host clock
 SIDE_STREAM_MIN_GAP_MS = 0.05  # absolute gap below which event/host disagreement is launch noise
 TORCH_OPS_DOMINANT_FRACTION = 0.5  # library share of the call's time above which -> uses_torch_ops
+CPU_CENSUS_CALLS = 3  # profiled calls of a CPU candidate for the torch-op census (max share taken)
 KERNELS_SEEN_MAX = 50  # distinct kernel/op names listed in a result
 # ATen ops a candidate may call on the CPU without it counting as torch compute (allocation and views).
 CPU_ALLOWED_ATEN_OPS = (
