@@ -50,9 +50,21 @@ CHILD_MAX_PROCESSES = 4096  # per-user limit; torch/OpenMP threads count as proc
 CHILD_CPU_SECONDS = 3600
 # Environment variables a candidate may see; everything else (tokens, keys) is scrubbed.
 SANDBOX_ENV_ALLOW = (
-    "PATH", "LANG", "LC_ALL", "TERM", "TZ",
-    "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH",
-    "TORCH_CUDA_ARCH_LIST", "OMP_NUM_THREADS", "MAX_JOBS", "CC", "CXX",
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "TERM",
+    "TZ",
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_VISIBLE_DEVICES",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "LD_LIBRARY_PATH",
+    "TORCH_CUDA_ARCH_LIST",
+    "OMP_NUM_THREADS",
+    "MAX_JOBS",
+    "CC",
+    "CXX",
 )
 
 # --- profiling ---------------------------------------------------------------------------------
@@ -69,9 +81,26 @@ CLANG_TIDY_MAX_DIAGNOSTICS = 200  # diagnostics stored per candidate (counts cov
 # and name-start patterns of library kernels; everything else is the candidate's own. Deliberately not
 # "gemm anywhere": candidates for GEMM tasks name their kernels gemm_* too.
 PROFILE_LIBRARY_KERNEL_PREFIXES = (
-    "at::", "at_cuda_detail::", "c10::", "cub::", "cub_", "thrust::", "cutlass", "cublas", "cudnn",
-    "cusparse", "cufft", "curand", "cutensor", "nccl", "flash::", "pytorch_flash::", "fmha", "triton_",
-    "memcpy ", "memset ",
+    "at::",
+    "at_cuda_detail::",
+    "c10::",
+    "cub::",
+    "cub_",
+    "thrust::",
+    "cutlass",
+    "cublas",
+    "cudnn",
+    "cusparse",
+    "cufft",
+    "curand",
+    "cutensor",
+    "nccl",
+    "flash::",
+    "pytorch_flash::",
+    "fmha",
+    "triton_",
+    "memcpy ",
+    "memset ",
 )
 PROFILE_LIBRARY_KERNEL_REGEX = (
     r"^(?:sm\d+_xmma|xmma_|sm\d+_|ampere_|volta_|turing_|hopper_|maxwell_|nvjet|gemv|gemmk1|gemmSN|"
@@ -112,8 +141,16 @@ DATASET_SPLIT_GLOB = "data/level_*.parquet"  # the per-level split files `kernel
 # --- generation --------------------------------------------------------------------------------
 # Strategy tags a bundled candidate may declare (data/candidates/README.md explains each).
 STRATEGY_TAGS = (
-    "naive", "shared_memory_tiling", "warp_shuffle", "vectorized_loads", "fusion",
-    "tensor_cores", "grid_stride", "loop_unrolling", "atomics", "async_copy",
+    "naive",
+    "shared_memory_tiling",
+    "warp_shuffle",
+    "vectorized_loads",
+    "fusion",
+    "tensor_cores",
+    "grid_stride",
+    "loop_unrolling",
+    "atomics",
+    "async_copy",
 )
 CANDIDATE_MANIFESTS = ("candidates.toml", "candidates.json")  # one per task folder, either format
 # LLM generator defaults (flags and the TOML config file override them).
@@ -147,7 +184,14 @@ PARQUET_COMPRESSION = "zstd"
 EXPORT_INFO_NAME = "export_info.json"
 # Columns `kernel-archive embed` fills on the dataset dir; re-export carries them over by (task_id, kernel_id).
 DATASET_ENRICHMENT_FIELDS = (
-    "embedding", "embedding_model", "map_x", "map_y", "cluster_id", "cluster_label", "strategy_tags", "dup_group",
+    "embedding",
+    "embedding_model",
+    "map_x",
+    "map_y",
+    "cluster_id",
+    "cluster_label",
+    "strategy_tags",
+    "dup_group",
 )
 SFT_INSTRUCTION_TEMPLATE = "sft_instruction.md"  # under PROMPTS_DIR
 PREFERENCE_MIN_SPEEDUP = 1.05  # a correct kernel is "faster" only past this ratio (timing noise)
@@ -204,13 +248,43 @@ CPU_CENSUS_CALLS = 3  # profiled calls of a CPU candidate for the torch-op censu
 KERNELS_SEEN_MAX = 50  # distinct kernel/op names listed in a result
 # ATen ops a candidate may call on the CPU without it counting as torch compute (allocation and views).
 CPU_ALLOWED_ATEN_OPS = (
-    "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::zeros", "aten::zeros_like",
-    "aten::ones", "aten::ones_like", "aten::full", "aten::full_like", "aten::view", "aten::reshape",
-    "aten::contiguous", "aten::to", "aten::_to_copy", "aten::copy_", "aten::as_strided", "aten::resize_",
-    "aten::detach", "aten::alias", "aten::size", "aten::stride", "aten::numel", "aten::lift_fresh",
-    "aten::zero_", "aten::fill_", "aten::expand", "aten::squeeze", "aten::unsqueeze", "aten::flatten",
-    "aten::select", "aten::slice", "aten::t", "aten::transpose", "aten::permute", "aten::item",
-    "aten::_local_scalar_dense", "aten::clone",
+    "aten::empty",
+    "aten::empty_like",
+    "aten::empty_strided",
+    "aten::zeros",
+    "aten::zeros_like",
+    "aten::ones",
+    "aten::ones_like",
+    "aten::full",
+    "aten::full_like",
+    "aten::view",
+    "aten::reshape",
+    "aten::contiguous",
+    "aten::to",
+    "aten::_to_copy",
+    "aten::copy_",
+    "aten::as_strided",
+    "aten::resize_",
+    "aten::detach",
+    "aten::alias",
+    "aten::size",
+    "aten::stride",
+    "aten::numel",
+    "aten::lift_fresh",
+    "aten::zero_",
+    "aten::fill_",
+    "aten::expand",
+    "aten::squeeze",
+    "aten::unsqueeze",
+    "aten::flatten",
+    "aten::select",
+    "aten::slice",
+    "aten::t",
+    "aten::transpose",
+    "aten::permute",
+    "aten::item",
+    "aten::_local_scalar_dense",
+    "aten::clone",
 )
 NVTX_CANDIDATE_RANGE = "ka_candidate"  # ncu mode wraps the profiled candidate calls in this NVTX range
 NCU_PROFILED_CALLS = 1  # candidate calls inside the NVTX range in ncu mode (after one warm-up call)

@@ -27,7 +27,9 @@ def kernel_record_schema() -> pa.Schema:
     required = set(required_fields())
     props = load_schema()["properties"]
     fields = [
-        pa.field(name, arrow_type(typ), nullable=name not in required, metadata={"description": props[name]["description"]})
+        pa.field(
+            name, arrow_type(typ), nullable=name not in required, metadata={"description": props[name]["description"]}
+        )
         for name, typ in arrow_types().items()
     ]
     return pa.schema(fields, metadata={"schema": "kernel_record", "source": "schemas/kernel_record.json"})

@@ -23,6 +23,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
 @app.callback()
 def _root() -> None:
     """Build, verify, profile, export and explore verified GPU kernel archives."""

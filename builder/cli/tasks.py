@@ -12,7 +12,9 @@ from builder.tasks import load_suite
 
 
 def tasks(
-    suite: Optional[Path] = typer.Option(None, "--suite", help="External KernelBench-style checkout (folders level1/, level2/, ...)."),
+    suite: Optional[Path] = typer.Option(
+        None, "--suite", help="External KernelBench-style checkout (folders level1/, level2/, ...)."
+    ),
     level: Optional[int] = typer.Option(None, "--level", help="Only tasks of this level."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of task objects."),
 ) -> None:

@@ -175,9 +175,7 @@ def load_suite(path: str | Path | None = None) -> TaskSuite:
     suite_name = "builtin" if path is None else str(root)
     if not root.is_dir():
         raise UsageError(f"task suite not found: {root} (expected folders level1/, level2/, ...)")
-    level_dirs = sorted(
-        (int(m.group(1)), d) for d in root.iterdir() if d.is_dir() and (m := LEVEL_DIR.match(d.name))
-    )
+    level_dirs = sorted((int(m.group(1)), d) for d in root.iterdir() if d.is_dir() and (m := LEVEL_DIR.match(d.name)))
     if not level_dirs:
         raise UsageError(f"{root}: no level folders (expected level1/, level2/, ... holding N_name.py files)")
     tasks: list[Task] = []
