@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import schemas
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = Path(os.environ.get("KA_DATA_DIR", REPO_ROOT / "data"))
 TASKS_DIR = DATA_DIR / "tasks"
@@ -183,16 +185,7 @@ PARQUET_SHARD_MAX_ROWS = 50_000  # rows per Parquet file of a split (keeps files
 PARQUET_COMPRESSION = "zstd"
 EXPORT_INFO_NAME = "export_info.json"
 # Columns `kernel-archive embed` fills on the dataset dir; re-export carries them over by (task_id, kernel_id).
-DATASET_ENRICHMENT_FIELDS = (
-    "embedding",
-    "embedding_model",
-    "map_x",
-    "map_y",
-    "cluster_id",
-    "cluster_label",
-    "strategy_tags",
-    "dup_group",
-)
+DATASET_ENRICHMENT_FIELDS = tuple(schemas.fields_in_group("embedding"))
 SFT_INSTRUCTION_TEMPLATE = "sft_instruction.md"  # under PROMPTS_DIR
 PREFERENCE_MIN_SPEEDUP = 1.05  # a correct kernel is "faster" only past this ratio (timing noise)
 PREFERENCE_PAIRS_PER_TASK = 64  # cap: pairs grow quadratically with kernels per task

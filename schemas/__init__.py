@@ -25,6 +25,11 @@ def field_names() -> list[str]:
     return list(load_schema()["properties"])
 
 
+def fields_in_group(group: str) -> list[str]:
+    """Fields of one `x-group` (identity, provenance, code, verdict, timing, profiles, environment, embedding)."""
+    return [name for name, spec in load_schema()["properties"].items() if spec["x-group"] == group]
+
+
 def arrow_types() -> dict[str, str]:
     """Field name -> the schema's `x-arrow` type name (string, int32, float64, json, list<string>, ...)."""
     return {name: spec["x-arrow"] for name, spec in load_schema()["properties"].items()}

@@ -13,15 +13,7 @@ from typing import Any, Optional
 
 import typer
 
-from builder.errors import UsageError
-
-BACKENDS = ("cuda", "cpu")
-
-
-def _default_backend() -> str:
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
+from builder.cli.candidate_args import resolve_candidate
 
 
 def collect_profiles(candidate, task, backend: str) -> dict[str, Any]:
@@ -92,20 +84,9 @@ def profile(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object {ncu, torch_profile, clang_tidy}."),
 ) -> None:
     """Profile one candidate (Nsight Compute, torch profiler, clang-tidy) and print the profiles."""
-    from builder.candidates import Candidate, language_of
-    from builder.tasks import resolve_task
 
-    if not candidate.is_file():
-        raise UsageError(f"candidate file not found: {candidate}")
-    try:
-        language_of(candidate)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    if backend is not None and backend not in BACKENDS:
-        raise UsageError(f"--backend must be cuda or cpu, not {backend!r}")
-    chosen_task = resolve_task(task, suite)
-    chosen = Candidate.from_file(candidate, task_id=chosen_task.id)
-    profiles = collect_profiles(chosen, chosen_task, backend or _default_backend())
+    chosen, chosen_task, backend = resolve_candidate(candidate, task, suite, backend)
+    profiles = collect_profiles(chosen, chosen_task, backend)
     if as_json:
         typer.echo(json.dumps({k: profiles[k] for k in ("ncu", "torch_profile", "clang_tidy")}, indent=1))
     else:

@@ -8,18 +8,8 @@ from typing import Optional
 
 import typer
 
+from builder.cli.candidate_args import resolve_candidate
 from builder.errors import UsageError
-
-BACKENDS = ("cuda", "cpu")
-
-
-def _default_backend() -> str:
-    import torch
-
-    if torch.cuda.is_available():
-        return "cuda"
-    typer.echo("notice: no GPU visible, verifying on the cpu backend (--backend cpu)", err=True)
-    return "cpu"
 
 
 def _summary(record) -> None:
@@ -58,35 +48,18 @@ def verify(
 ) -> None:
     """Compile and verify one candidate against its task; exit 0 whenever a record was produced."""
     from builder import config
-    from builder.candidates import Candidate, language_of
-    from builder.tasks import resolve_task
     from builder.verify import sandbox
     from builder.verify.engine import VerifyOptions
     from builder.verify.engine import verify as run_verify
     from schemas import record_to_dict
 
-    if not candidate.is_file():
-        raise UsageError(f"candidate file not found: {candidate}")
-    try:
-        language_of(candidate)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    if backend is not None and backend not in BACKENDS:
-        raise UsageError(f"--backend must be cuda or cpu, not {backend!r}")
     for name, value in (("--timeout", timeout), ("--compile-timeout", compile_timeout), ("--trials", trials)):
         if value is not None and value <= 0:
             raise UsageError(f"{name} must be positive")
     for name, value in (("--atol", atol), ("--rtol", rtol)):
         if value is not None and value < 0:
             raise UsageError(f"{name} must not be negative")
-    chosen_task = resolve_task(task, suite)
-    try:
-        cand = Candidate.from_file(candidate, chosen_task.id)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read candidate {candidate}: {exc}") from None
-    backend = backend or _default_backend()
-    if backend == "cpu" and cand.language == "cuda":
-        raise UsageError(f"{candidate}: a .cu candidate needs --backend cuda (write a .cpp for the cpu backend)")
+    cand, chosen_task, backend = resolve_candidate(candidate, task, suite, backend)
     options = VerifyOptions(
         backend=backend,
         timeout_s=timeout if timeout is not None else config.RUN_TIMEOUT_S,

@@ -19,16 +19,7 @@ from builder import config
 from builder.errors import ArchiveError, UsageError
 from schemas.arrow import kernel_record_schema
 
-EMBED_COLUMNS = (
-    "embedding",
-    "embedding_model",
-    "map_x",
-    "map_y",
-    "cluster_id",
-    "cluster_label",
-    "strategy_tags",
-    "dup_group",
-)
+EMBED_COLUMNS = config.DATASET_ENRICHMENT_FIELDS  # the schema's embedding group
 _TEMP_SUFFIX = ".embed-tmp"
 
 
