@@ -138,6 +138,10 @@ def build_extension(
         cached = _read_cached(build_dir)
         if cached is not None:
             return _to_result(cached, key, cached_hit=True)
+        # torch's cpp_extension guards a build dir with a "lock" baton file; a compile killed mid-way (a
+        # SIGKILLed build) leaves it behind and the next compile would wait on it until its timeout. Our
+        # flock above already makes this the only compile of the key, so any baton here is stale.
+        (build_dir / "lock").unlink(missing_ok=True)
         source_path = build_dir / f"{module_name}{SUFFIX_BY_LANGUAGE[language]}"
         source_path.write_text(source)
         job_path = build_dir / "job.json"

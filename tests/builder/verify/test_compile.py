@@ -170,3 +170,16 @@ def test_result_json_of_a_cached_build_is_readable(shared_pair, cache_dir):
     library = Path(shared_pair[0].library_path)
     data = json.loads((library.parent / "result.json").read_text())
     assert data["ok"] and data["library_path"] == str(library)
+
+
+def test_baton_left_by_a_killed_compile_does_not_block_the_rerun(tmp_path):
+    # A build killed mid-compile (SIGKILL, timeout) leaves torch's "lock" baton in the build dir; the rerun
+    # must compile instead of waiting on it until its own timeout.
+    source = fixture("add_one.cpp") + "\n// baton probe\n"
+    killed = build_extension(source, "cpp", "cpu", cache_dir=tmp_path, timeout_s=0.5)
+    assert killed.timed_out
+    (build_dir,) = [p for p in (tmp_path / "builds").iterdir() if p.is_dir()]
+    (build_dir / "lock").write_text("")  # what torch's FileBaton leaves when its owner dies
+    rerun = build_extension(source, "cpp", "cpu", cache_dir=tmp_path, timeout_s=240)
+    assert rerun.ok, rerun.error
+    assert not rerun.timed_out
