@@ -87,6 +87,10 @@ def assert_verdict(fixture: str, outcome: dict) -> None:
     assert record["status"] in expected_status, f"{fixture}: {record['status']} ({record['error']})"
     flags = set(record["flags"])
     required, allowed = set(spec["flags"]), set(spec["flags"]) | set(spec.get("optional_flags", []))
+    if record["backend"] == "cpu":
+        # CPU timings on a shared 2-core CI box swing by more than 10x between the cached eager baseline and a
+        # candidate; these fixtures test verdicts, not speed (the CUDA fixtures keep the flag strict).
+        allowed.add("suspicious_speedup")
     assert required <= flags <= allowed, f"{fixture}: flags {sorted(flags)}, expected {sorted(required)}"
     if "max_diff_above" in spec:
         assert record["max_diff"] is not None and record["max_diff"] > spec["max_diff_above"], record["max_diff"]
