@@ -74,20 +74,11 @@ def _engine() -> Any:
 
 def failure_record(candidate: Candidate, task: Task, backend: str, status: str, error: str) -> Any:
     """A record for a candidate the executor lost (worker died, task raised): kept, never dropped."""
-    return KernelRecord(
-        task_id=task.id,
-        level=task.level,
-        task_number=task.number,
-        op_name=task.name,
-        op_category=task.op_category,
-        backend=backend,
-        suite=task.suite,
-        status=status,
-        flags=[],
-        ranking_eligible=False,
-        error=error[: config.ERROR_TEXT_BYTES],
-        **candidate.provenance_fields(),
-    )
+    from builder.verify.verdict import base_fields  # the one place identity/provenance/code fields are filled
+
+    fields = base_fields(candidate, task, backend)
+    fields.update(status=status, flags=[], ranking_eligible=False, error=error[: config.ERROR_TEXT_BYTES])
+    return KernelRecord(**fields)
 
 
 class LocalExecutor:
