@@ -30,7 +30,7 @@ def _root() -> None:
 
 
 # One module per command group; each defines register(app).
-COMMAND_MODULES = ("tasks", "verify", "profile", "build", "status", "export", "publish", "embed", "explore")
+COMMAND_MODULES = ("tasks", "verify", "profile", "build", "status", "tidy", "export", "publish", "embed", "explore")
 
 for _name in COMMAND_MODULES:
     try:

@@ -194,6 +194,22 @@ class Store:
         names = [d[0] for d in rel.description]
         return [record_from_dict(dict(zip(names, row, strict=True))) for row in rel.fetchall()]
 
+    def update_fields(self, task_id: str, kernel_id: str, fields: dict[str, Any]) -> bool:
+        """Overwrite some columns of one stored record in its own transaction (post-build passes such as
+        `kernel-archive tidy`); identity columns are refused. False when no such record exists."""
+        unknown = set(fields) - set(self.columns)
+        if unknown:
+            raise ValueError(f"not record fields: {sorted(unknown)}")
+        if {"task_id", "kernel_id"} & set(fields):
+            raise ValueError("a record's identity (task_id, kernel_id) cannot be updated")
+        assignments = ", ".join(f"{_quoted(name)} = ?" for name in fields)
+        values = [_clean(value) for value in fields.values()]
+        rows = self.con.execute(
+            f"UPDATE records SET {assignments} WHERE task_id = ? AND kernel_id = ? RETURNING 1",
+            [*values, task_id, kernel_id],
+        ).fetchall()
+        return bool(rows)
+
     def count(self) -> int:
         return self.con.execute("SELECT count(*) FROM records").fetchall()[0][0]
 

@@ -31,6 +31,8 @@ from pathlib import Path
 from builder import config
 
 SUFFIX_BY_LANGUAGE = {"cuda": ".cu", "cpp": ".cpp"}
+# The error of a record built where clang-tidy was not installed (e.g. a GPU box): `kernel-archive tidy` fills those later.
+CLANG_TIDY_MISSING = "clang-tidy not found (pip install clang-tidy)"
 DIAGNOSTIC_LINE = re.compile(
     r"^(?P<file>.+?):(?P<line>\d+):(?P<column>\d+): (?P<severity>warning|error|fatal error|remark): "
     r"(?P<message>.*?)(?: \[(?P<check>[\w.,\-]+)\])?$"
@@ -223,7 +225,7 @@ def run_clang_tidy(
         return {"error": f"clang-tidy analyses CUDA and C++ sources; this candidate is {language}"}
     binary = clang_tidy_binary()
     if binary is None:
-        return {"error": "clang-tidy not found (pip install clang-tidy)"}
+        return {"error": CLANG_TIDY_MISSING}
     with tempfile.TemporaryDirectory(prefix="ka-tidy-") as tmp:
         workdir = Path(tmp)
         source_path = workdir / f"candidate{SUFFIX_BY_LANGUAGE[language]}"
