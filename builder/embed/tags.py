@@ -167,7 +167,37 @@ def _loop_bodies(code: str) -> list[str]:
 
 
 def _kernel_bodies(code: str) -> list[str]:
-    return [code[m.end() - 1 : _match_close(code, m.end() - 1, "{", "}")] for m in _GLOBAL_FN.finditer(code)]
+    """Each `__global__` body followed by the bodies of the `__device__` functions it calls (transitively):
+    a kernel whose epilogue lives in a helper still does that work itself."""
+    helpers = _device_function_bodies(code)
+    kernels = []
+    for match in _GLOBAL_FN.finditer(code):
+        parts = [code[match.end() - 1 : _match_close(code, match.end() - 1, "{", "}")]]
+        seen: set[str] = set()
+        pending = [parts[0]]
+        while pending:
+            text = pending.pop()
+            for name in re.findall(r"\b(\w+)\s*(?:<[^;<>]*>)?\s*\(", text):
+                if name in helpers and name not in seen:
+                    seen.add(name)
+                    parts.extend(helpers[name])
+                    pending.extend(helpers[name])
+        kernels.append("\n".join(parts))
+    return kernels
+
+
+_DEVICE_FN = re.compile(r"\b__device__\b[^{;=()]*?\b(\w+)\s*\([^;{]*\)\s*(?:const\s*)?\{")
+
+
+def _device_function_bodies(code: str) -> dict[str, list[str]]:
+    """name -> bodies of `__device__` functions (overloads share a name, so all of them are kept)."""
+    bodies: dict[str, list[str]] = {}
+    for match in _DEVICE_FN.finditer(code):
+        if "__global__" in match.group():
+            continue
+        open_pos = match.end() - 1
+        bodies.setdefault(match.group(1), []).append(code[open_pos : _match_close(code, open_pos, "{", "}")])
+    return bodies
 
 
 def _match_close(text: str, open_pos: int, opener: str, closer: str) -> int:

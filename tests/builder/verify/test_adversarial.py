@@ -72,8 +72,44 @@ def run_verify(fixture: str, cache_dir: Path) -> dict:
     return outcome
 
 
+# Builds every CUDA fixture into the shared compile cache at once (through the engine's own cached
+# compile, in sandboxed compiler processes), so the serial CLI runs below find them built: one CUDA
+# extension costs ~36 s of nvcc on torch's headers, fourteen in a row would take most of the device time.
+PREWARM_SCRIPT = """
+import json, sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from builder.cli.candidate_args import resolve_candidate
+from builder.verify.engine import VerifyOptions, compile_candidate
+
+def build(job):
+    suite = Path(job["suite"]) if job["suite"] else None
+    candidate, task, backend = resolve_candidate(Path(job["file"]), job["task"], suite, "cuda")
+    return compile_candidate(candidate, task, VerifyOptions(backend=backend)).ok
+
+jobs = json.loads(sys.argv[1])
+with ThreadPoolExecutor(int(sys.argv[2])) as pool:
+    print(json.dumps(dict(zip([job["file"] for job in jobs], pool.map(build, jobs)))))
+"""
+
+
+def prewarm_cuda_builds(names: list[str], cache_dir: Path) -> None:
+    jobs = []
+    for name in names:
+        suite = SUITES.get(MANIFEST[name].get("suite", "fixtures"))
+        jobs.append({"file": str(CANDIDATES / name), "task": MANIFEST[name]["task"], "suite": str(suite or "")})
+    workers = str(max(1, min(len(jobs), (os.cpu_count() or 2) // 2)))
+    done = subprocess.run([sys.executable, "-c", PREWARM_SCRIPT, json.dumps(jobs), workers], cwd=REPO,
+                          env=dict(os.environ, KA_CACHE_DIR=str(cache_dir)), capture_output=True, text=True,
+                          timeout=CLI_TIMEOUT_S)  # fmt: skip
+    # Only a speed-up: a failed prewarm leaves each CLI run to compile (and report) on its own.
+    print(f"prewarm of {len(jobs)} CUDA builds: exit {done.returncode} {done.stdout[-2000:]} {done.stderr[-2000:]}")
+
+
 def run_all(backend: str, cache_dir: Path) -> dict[str, dict]:
     names = fixtures_for(backend)
+    if backend == "cuda":
+        prewarm_cuda_builds(names, cache_dir)
     with ThreadPoolExecutor(max_workers=PARALLEL_RUNS if backend == "cpu" else 1) as pool:
         return dict(zip(names, pool.map(lambda name: run_verify(name, cache_dir), names), strict=True))
 
