@@ -98,7 +98,7 @@ def prewarm_cuda_builds(names: list[str], cache_dir: Path) -> None:
     for name in names:
         suite = SUITES.get(MANIFEST[name].get("suite", "fixtures"))
         jobs.append({"file": str(CANDIDATES / name), "task": MANIFEST[name]["task"], "suite": str(suite or "")})
-    workers = str(max(1, min(len(jobs), (os.cpu_count() or 2) // 2)))
+    workers = str(max(1, min(len(jobs), os.cpu_count() or 2)))
     done = subprocess.run([sys.executable, "-c", PREWARM_SCRIPT, json.dumps(jobs), workers], cwd=REPO,
                           env=dict(os.environ, KA_CACHE_DIR=str(cache_dir)), capture_output=True, text=True,
                           timeout=CLI_TIMEOUT_S)  # fmt: skip
