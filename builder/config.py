@@ -30,6 +30,10 @@ DEFAULT_TRIALS = 5
 DEGENERATE_STD = 1e-6
 DEGENERATE_AXIS_FRACTION = 0.99  # share of near-constant slices along an axis that makes the axis degenerate
 POISON_BYTES = 1 << 30  # bytes of NaN-filled allocations released before each candidate call
+# Every poisoned byte is 0xFF: all-ones reads as NaN in fp16, bf16, fp32 and fp64 alike, and no arithmetic
+# produces it (CUDA's canonical NaN is 0x7FFFFFFF, x86's 0xFFC00000), so an output element holding exactly
+# this pattern was never written (or was copied from unwritten memory): that is `uninitialized_output`.
+POISON_FILL_BYTE = 0xFF
 PERTURB_SCALE = 0.5  # relative size of the perturbation used by the ignores_input check
 
 # --- timing ------------------------------------------------------------------------------------
@@ -129,6 +133,16 @@ EMBEDDING_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"  # what records st
 EMBED_BATCH_SIZE = 64  # chunks per forward pass
 EMBED_CHUNK_OVERLAP = 32  # tokens shared by consecutive chunks of one kernel
 EMBED_MAX_CHUNKS = 16  # chunks per kernel at most (evenly spread over longer kernels)
+# Static (model2vec) embedding distilled offline from the bundled MiniLM: a token -> vector table, no
+# transformer pass per kernel, so a CPU-only box embeds 30k kernels in seconds (docs/embeddings.md).
+STATIC_EMBEDDING_MODEL = "minilm-static"  # --model name; records store STATIC_EMBEDDING_MODEL_ID_FORMAT
+STATIC_EMBEDDING_MODEL_ALIASES = ("all-MiniLM-L6-v2-static",)
+STATIC_EMBEDDING_MODEL_ID_FORMAT = EMBEDDING_MODEL_ID + "@static-distilled-{dims}"  # what records store
+STATIC_EMBED_PCA_DIMS = 256  # model2vec's PCA of MiniLM's 384-D token outputs
+STATIC_EMBED_SIF_COEFFICIENT = 1e-4  # model2vec's Zipf/SIF down-weighting of frequent tokens
+STATIC_EMBED_TOKEN_REMOVE_PATTERN = r"\[unused\d+\]"  # vocabulary entries never distilled (BERT placeholders)
+STATIC_EMBED_WINDOW_TOKENS = 1_000_000  # no real window: a whole kernel is one chunk (model2vec's own limit)
+STATIC_EMBED_CACHE_SUBDIR = "static-embeddings"  # under CACHE_DIR, one folder per source model + settings
 MAP_CLUSTER_DIMS = 8  # UMAP dimensions the clustering runs on (the map itself is a separate 2-D UMAP)
 UMAP_NEIGHBORS = 15
 UMAP_MIN_DIST_MAP = 0.1  # spread of the 2-D map

@@ -74,18 +74,8 @@ def _shared_memory_tiling(code: str) -> bool:
         reads_global = re.compile(r"\b(?:" + "|".join(map(re.escape, global_memory)) + r")\s*\[")
         if any(_stages(statement, in_shared, reads_global) for statement in statements(code)):
             return True
-        for body in loop_bodies(code):
-            loaded = set()  # locals assigned from global memory in this loop body
-            for statement in statements(body):
-                match = _ASSIGNMENT.match(statement)
-                if not match:
-                    continue
-                if in_shared.search(match.group("lhs")) and loaded and re.search(
-                    r"\b(?:" + "|".join(map(re.escape, loaded)) + r")\b", match.group("rhs")
-                ):
-                    return True
-                if reads_global.search(match.group("rhs")):
-                    loaded |= set(re.findall(r"(\w+)\s*$", match.group("lhs")))
+        if any(_stages_a_loaded_value(body, in_shared, reads_global) for body in loop_bodies(code)):
+            return True
     for body in loop_bodies(code):
         if "__syncthreads" not in body and "cp.async.wait" not in body and "pipeline" not in body:
             continue
@@ -101,6 +91,22 @@ def _shared_memory_tiling(code: str) -> bool:
 def _stages(statement: str, in_shared: re.Pattern[str], reads_global: re.Pattern[str]) -> bool:
     match = _ASSIGNMENT.match(statement)
     return bool(match) and bool(in_shared.search(match.group("lhs"))) and bool(reads_global.search(match.group("rhs")))
+
+
+def _stages_a_loaded_value(body: str, in_shared: re.Pattern[str], reads_global: re.Pattern[str]) -> bool:
+    """In one loop body, a local assigned from global memory and then written to shared memory
+    (`const float v = x[c] + r[c]; row[c] = v;`)."""
+    loaded: set[str] = set()
+    for statement in statements(body):
+        match = _ASSIGNMENT.match(statement)
+        if not match:
+            continue
+        if loaded and in_shared.search(match.group("lhs")):
+            if re.search(r"\b(?:" + "|".join(map(re.escape, loaded)) + r")\b", match.group("rhs")):
+                return True
+        if reads_global.search(match.group("rhs")):
+            loaded |= set(re.findall(r"(\w+)\s*$", match.group("lhs")))
+    return False
 
 
 def _pointers_derived_from(code: str, roots: set[str]) -> set[str]:

@@ -345,7 +345,9 @@ def _run_trials(binding: CandidateBinding, task_module: Any, job: dict, device: 
         if comparison.mean_diff is not None:
             verdict.mean_diffs.append(comparison.mean_diff)
         if comparison.uninitialized:
-            verdict.flag("uninitialized_output", "NaN (the poison) in the output where the reference has none")
+            verdict.flag(
+                "uninitialized_output", "the poison (all-ones NaN) in the output where the reference has a value"
+            )
         if not comparison.ok:
             verdict.fail(f"trial {index + 1}: {comparison.error}")
         if _shapes_match(candidate_out, reference_out):

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from builder.verify.poison import holds_poison
+
 
 @dataclass
 class Comparison:
@@ -16,7 +18,7 @@ class Comparison:
     max_diff: float | None = None  # over positions where both values are finite
     mean_diff: float | None = None
     error: str | None = None  # why it failed (shape, dtype, values), None when ok
-    uninitialized: bool = False  # NaN where the reference has none: the poison shows through
+    uninitialized: bool = False  # the poison's exact bits where the reference has a value: never written
 
 
 def flatten_outputs(value: Any) -> list[Any] | None:
@@ -76,7 +78,8 @@ def _compare_tensor(index: int, cand: Any, ref: Any, atol: float, rtol: float) -
     finite_diff = diff[both_finite]
     max_diff = float(finite_diff.max()) if finite_diff.numel() else None
     mean_diff = float(finite_diff.double().mean()) if finite_diff.numel() else None
-    uninitialized = bool((c_nan & ~r_nan).any())
+    poison = holds_poison(cand)  # on the candidate's own bits: a float() copy of a half would lose them
+    uninitialized = poison is not None and bool((poison & ~r_nan).any())
     n_bad = int(bad.sum())
     if not n_bad:
         return Comparison(True, max_diff, mean_diff)

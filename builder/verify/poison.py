@@ -2,7 +2,9 @@
 
 A kernel that allocates its output with `empty_like` and writes only part of it must not inherit valid
 numbers from a buffer the reference (or an earlier call) freed. After poisoning, the unwritten part
-holds NaN, which `checks` reports as `uninitialized_output`.
+holds the poison: all-ones bytes (config.POISON_FILL_BYTE), a NaN in every float format that no
+arithmetic produces, so `holds_poison` tells an unwritten element (`uninitialized_output`) from a NaN
+the kernel computed (plain `incorrect`).
 
 CUDA: PyTorch's caching allocator keeps freed blocks for reuse, so NaN tensors allocated and released
 here are handed out again to the candidate's allocations (large blocks are split, small ones come from
@@ -45,8 +47,22 @@ def configure_cpu_allocator() -> bool:
 def _nan_buffer(nbytes: int, device: str):
     import torch
 
-    # float32 NaN bit patterns also read as NaN through float16/bfloat16/float64 views of the bytes.
-    return torch.full(((max(nbytes, 4) + 3) // 4,), float("nan"), dtype=torch.float32, device=device)
+    # Filled byte-wise, so any float view of these bytes, whatever its alignment, reads the poison NaN.
+    return torch.full((max(nbytes, 4),), config.POISON_FILL_BYTE, dtype=torch.uint8, device=device)
+
+
+_SAME_WIDTH_INT = {2: "int16", 4: "int32", 8: "int64"}
+
+
+def holds_poison(tensor):
+    """Boolean mask of the elements whose bytes are exactly the poison (all 0xFF), or None for dtypes
+    the poison cannot be told apart in (integers, complex, fp8)."""
+    import torch
+
+    if not tensor.is_floating_point() or tensor.element_size() not in _SAME_WIDTH_INT:
+        return None
+    bits = tensor.detach().view(getattr(torch, _SAME_WIDTH_INT[tensor.element_size()]))
+    return bits == -1  # all-ones in two's complement
 
 
 def poison_cuda(output_bytes: list[int]) -> int:

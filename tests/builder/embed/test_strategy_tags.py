@@ -83,3 +83,85 @@ def test_tags_match_the_strategies_the_synthetic_templates_were_written_with():
     mismatched = [k.name for k in kernels if set(strategy_tags(k.source, "cuda")) != set(k.strategies)]
     assert not mismatched, mismatched[:5]
     assert {tag for k in kernels for tag in k.strategies} == set(config.STRATEGY_TAGS)  # every tag exercised
+
+
+def test_staging_through_derived_pointers_and_extern_shared_aliases():
+    # the global side is a row pointer derived from a parameter; the shared side a pointer into extern smem
+    source = """
+    __global__ void k(const float* q, float* out, int d) {
+        extern __shared__ float smem[];
+        float* qs = smem + 32;
+        const float* qr = q + blockIdx.x * d;
+        for (int t = threadIdx.x; t < d; t += blockDim.x) qs[t] = qr[t];
+        __syncthreads();
+        out[blockIdx.x] = qs[0];
+    }"""
+    assert strategy_tags(source, "cuda") == ["shared_memory_tiling"]
+
+
+def test_a_value_computed_from_global_memory_and_cached_in_shared_is_staged():
+    source = """
+    __global__ void k(const float* x, const float* r, float* y, int cols) {
+        extern __shared__ float row[];
+        for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+            const float v = x[c] + r[c];
+            row[c] = v;
+        }
+        __syncthreads();
+        y[threadIdx.x] = row[cols - 1 - threadIdx.x];
+    }"""
+    assert "shared_memory_tiling" in strategy_tags(source, "cuda")
+
+
+def test_a_tile_without_its_barrier_is_still_tiling():
+    # the missing __syncthreads is the kernel's bug, not a different strategy
+    source = """
+    __global__ void k(const float* x, float* y) {
+        __shared__ float tile[10][34];
+        const float* xp = x + blockIdx.z * 1024;
+        for (int i = threadIdx.x; i < 340; i += 256) tile[i / 34][i % 34] = xp[i];
+        y[threadIdx.x] = tile[threadIdx.y][threadIdx.x] + tile[threadIdx.y + 1][threadIdx.x];
+    }"""
+    assert strategy_tags(source, "cuda") == ["shared_memory_tiling"]
+
+
+def test_per_thread_partials_merged_once_are_not_tiling():
+    source = """
+    __global__ void k(const float* x, long* y, long d1) {
+        __shared__ float best[8][32];
+        float bv = -INFINITY;
+        for (long i = threadIdx.y; i < d1; i += 8) bv = fmaxf(bv, x[i]);
+        best[threadIdx.y][threadIdx.x] = bv;
+        __syncthreads();
+        if (threadIdx.y == 0) y[threadIdx.x] = best[1][threadIdx.x] > bv;
+    }"""
+    assert strategy_tags(source, "cuda") == ["naive"]
+
+
+def test_race_in_an_in_place_scan_is_still_staged_scan_code():
+    source = """
+    __global__ void scan(const float* x, float* y, int cols) {
+        __shared__ float s[4096];
+        for (int offset = 1; offset < cols; offset <<= 1) {
+            for (int c = cols - 1 - threadIdx.x; c >= offset; c -= blockDim.x) s[c] += s[c - offset];
+            __syncthreads();
+        }
+        y[threadIdx.x] = s[threadIdx.x];
+    }"""
+    assert strategy_tags(source, "cuda") == ["shared_memory_tiling"]
+
+
+def test_manual_unrolling_with_offsets_scaled_by_a_stride():
+    source = """
+    __global__ void k(const float* base, float* y, long d1, long d2) {
+        float m0 = -INFINITY, m1 = -INFINITY, m2 = -INFINITY, m3 = -INFINITY;
+        long i = 0;
+        for (; i + 4 <= d1; i += 4) {
+            m0 = fmaxf(m0, base[i * d2]);
+            m1 = fmaxf(m1, base[(i + 1) * d2]);
+            m2 = fmaxf(m2, base[(i + 2) * d2]);
+            m3 = fmaxf(m3, base[(i + 3) * d2]);
+        }
+        y[0] = fmaxf(fmaxf(m0, m1), fmaxf(m2, m3));
+    }"""
+    assert strategy_tags(source, "cuda") == ["naive", "loop_unrolling"]

@@ -38,7 +38,7 @@ __device__ float block_max(float v, float* scratch) {
 __device__ __forceinline__ float term(float d) { return d * d; }
 
 // One block per row: per-element squared error term, block sum, divided by the row length.
-__global__ void row_loss(const const float* __restrict__ p, const float* __restrict__ t, float* __restrict__ out, int64_t cols) {
+__global__ void row_loss(const float* __restrict__ p, const float* __restrict__ t, float* __restrict__ out, int64_t cols) {
     __shared__ float scratch[32];
     const float* pr = p + (size_t)blockIdx.x * cols;
     const float* tr = t + (size_t)blockIdx.x * cols;

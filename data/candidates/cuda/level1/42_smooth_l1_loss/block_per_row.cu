@@ -38,7 +38,7 @@ __device__ float block_max(float v, float* scratch) {
 __device__ __forceinline__ float term(float d) { const float a = fabsf(d); return a < 1.0f ? 0.5f * d * d : a - 0.5f; }
 
 // One block per row: per-element smooth L1 term, block sum, divided by the row length.
-__global__ void row_loss(const const float* __restrict__ p, const float* __restrict__ t, float* __restrict__ out, int64_t cols) {
+__global__ void row_loss(const float* __restrict__ p, const float* __restrict__ t, float* __restrict__ out, int64_t cols) {
     __shared__ float scratch[32];
     const float* pr = p + (size_t)blockIdx.x * cols;
     const float* tr = t + (size_t)blockIdx.x * cols;
