@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from builder.errors import UsageError
 from builder.tasks import load_suite
 
 
@@ -19,7 +20,11 @@ def tasks(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of task objects."),
 ) -> None:
     """List tasks: id LEVEL/NUMBER, name, category."""
-    chosen = load_suite(suite).select(levels=[level] if level is not None else None)
+    loaded = load_suite(suite)
+    chosen = loaded.select(levels=[level] if level is not None else None)
+    if not chosen and level is not None:
+        have = sorted({t.level for t in loaded.tasks})
+        raise UsageError(f"no tasks at level {level} in {loaded.root} (levels there: {', '.join(map(str, have))})")
     if as_json:
         typer.echo(json.dumps([t.summary() for t in chosen], indent=1))
         return

@@ -94,7 +94,10 @@ class TaskSuite:
     def select(self, levels: list[int] | None = None, pattern: str | None = None) -> list[Task]:
         chosen = [t for t in self.tasks if not levels or t.level in levels]
         if pattern:
-            rx = re.compile(pattern)
+            try:
+                rx = re.compile(pattern)
+            except re.error as exc:
+                raise UsageError(f"--tasks {pattern!r} is not a valid regular expression: {exc}") from None
             chosen = [t for t in chosen if rx.search(t.id) or rx.search(t.name)]
         return chosen
 

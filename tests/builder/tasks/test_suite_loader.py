@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from builder.cli import main
-from builder.errors import ExitCode
+from builder.errors import ExitCode, UsageError
 from builder.tasks import instantiate, load_suite, load_task_module
 
 MODULE_ONLY_TASK = """
@@ -158,3 +158,10 @@ def test_unknown_suite_path_from_the_console_script(tmp_path):
     assert result.stderr.strip().splitlines() == [
         f"error: task suite not found: {missing} (expected folders level1/, level2/, ...)"
     ]
+
+
+def test_empty_level_and_bad_pattern_are_usage_errors(monkeypatch, capsys):
+    code, _, err = run_cli(monkeypatch, capsys, "tasks", "--level", "7")
+    assert code == 2 and "no tasks at level 7" in err and "levels there: 1, 2, 3" in err
+    with pytest.raises(UsageError, match="not a valid regular expression"):
+        load_suite().select(pattern="(")
