@@ -11,6 +11,7 @@ node where the compiled library is missing, it recompiles there (content-address
 from __future__ import annotations
 
 import importlib
+import socket
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,19 @@ def _evaluate_task(engine_module: str, compiled: Any, candidate: Candidate, task
     return engine.evaluate_compiled(compiled, candidate, task, options)
 
 
+def check_reachable(address: str, timeout_s: float = config.RAY_CONNECT_TIMEOUT_S) -> None:
+    """A one-line UsageError for an address nothing listens on: ray.init itself retries for minutes."""
+    if address in ("auto", "local"):
+        return  # Ray's own discovery of a cluster started on this machine
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise UsageError(f"--ray-address {address!r}: expected HOST:PORT, ray://HOST:PORT or auto")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise UsageError(f"cannot reach the Ray cluster at {address}: {exc}") from None
+
+
 class RayExecutor:
     name = "ray"
 
@@ -51,6 +65,8 @@ class RayExecutor:
         self.engine_module = engine_module
         self._owns_ray = False
         if not ray.is_initialized():
+            if settings.ray_address:
+                check_reachable(settings.ray_address)
             try:
                 if settings.ray_address:
                     ray.init(address=settings.ray_address, include_dashboard=False, log_to_driver=False)

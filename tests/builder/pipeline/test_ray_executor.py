@@ -51,3 +51,23 @@ def test_ray_build_stores_every_record_from_worker_processes(tmp_path, local_ray
     again = Orchestrator(params, show_progress=False)
     again.run()
     assert again.counters.stored == 0 and again.counters.resumed == orchestrator.counters.stored
+
+
+def test_an_address_nothing_listens_on_is_a_quick_one_line_error(tmp_path):
+    import socket
+
+    from pipeline_helpers import run_cli
+
+    from builder.errors import UsageError
+    from builder.pipeline.ray_executor import check_reachable
+
+    with socket.socket() as probe:  # a port that was just free: nothing listens there now
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(UsageError, match=f"cannot reach the Ray cluster at 127.0.0.1:{port}"):
+        check_reachable(f"127.0.0.1:{port}")
+    with pytest.raises(UsageError, match="expected HOST:PORT"):
+        check_reachable("just-a-host")
+    done = run_cli("build", "--out", tmp_path / "build", "--backend", "cpu", "--executor", "ray",
+                   "--ray-address", f"ray://127.0.0.1:{port}", "--tasks", "1/19")  # fmt: skip
+    assert done.returncode == 2 and done.stderr.strip().startswith("error: cannot reach the Ray cluster")
