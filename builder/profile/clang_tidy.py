@@ -40,6 +40,10 @@ DIAGNOSTIC_LINE = re.compile(
 # clang's CUDA wrapper force-includes this curand header; minimal toolkits (and CUDA images without
 # curand) lack it, and it only redeclares builtin variables, so an empty stand-in is harmless.
 CURAND_WRAPPER_HEADER = "curand_mtgp32_kernel.h"
+# CPU builds of torch ship c10/cuda/*.h without the generated config header they include; it only
+# defines C10_CUDA_BUILD_SHARED_LIBS, so a stand-in lets a CPU-only machine parse CUDA candidates fully.
+TORCH_CUDA_CONFIG_HEADER = "c10/cuda/impl/cuda_cmake_macros.h"
+TORCH_CUDA_CONFIG_STANDIN = "#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n"
 # Without any CUDA toolkit headers clang cannot include its CUDA wrapper; these defines let the
 # host pass still parse the attributes of kernels (reduced mode).
 REDUCED_CUDA_SHIM = """\
@@ -155,6 +159,14 @@ def compile_arguments(language: str, workdir: Path, arch: str | None = None) -> 
         (stub_dir / CURAND_WRAPPER_HEADER).write_text("#pragma once\n")
         extra.append(f"-isystem{stub_dir}")
         notes.append(f"{CURAND_WRAPPER_HEADER} absent from the toolkit: an empty stand-in was used")
+    torch_dirs = torch_include_dirs()
+    if torch_dirs and not any((Path(d) / TORCH_CUDA_CONFIG_HEADER).is_file() for d in torch_dirs):
+        stub_dir = workdir / "stub_include"
+        (stub_dir / TORCH_CUDA_CONFIG_HEADER).parent.mkdir(parents=True, exist_ok=True)
+        (stub_dir / TORCH_CUDA_CONFIG_HEADER).write_text(TORCH_CUDA_CONFIG_STANDIN)
+        if f"-isystem{stub_dir}" not in extra:
+            extra.append(f"-isystem{stub_dir}")
+        notes.append(f"{TORCH_CUDA_CONFIG_HEADER} absent (a CPU build of torch): a stand-in was used")
     return [*args, *includes, *extra], "cuda", notes
 
 

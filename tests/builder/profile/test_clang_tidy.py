@@ -9,7 +9,8 @@ import pytest
 from builder.profile import clang_tidy
 from builder.profile.clang_tidy import normalise_arch, parse_diagnostics, run_clang_tidy
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "profile"
+REPO = Path(__file__).resolve().parents[3]
+FIXTURES = REPO / "tests" / "fixtures" / "profile"
 
 pytestmark = pytest.mark.skipif(clang_tidy.clang_tidy_binary() is None, reason="clang-tidy wheel not installed")
 
@@ -61,6 +62,18 @@ def test_cuda_mode_finds_bug_in_cu_file():
     assert result["mode"] == "cuda" and result["arch"] == "sm_90"
     assert result["errors"] == 0 and result["header_errors"] == 0, result
     assert [d["column"] for d in _at(result, 12, "bugprone-use-after-move")] == [27]
+
+
+@pytest.mark.skipif(clang_tidy.cuda_toolkit_root() is None, reason="no CUDA toolkit headers on this machine")
+def test_cuda_mode_parses_a_torch_extension_candidate_completely():
+    # A real candidate: torch/extension.h pulls c10/cuda headers, which a CPU build of torch cannot satisfy alone.
+    source = next((REPO / "data" / "candidates" / "cuda" / "level1" / "19_relu").glob("*.cu")).read_text()
+    result = run_clang_tidy(source, "cuda", arch="9.0")
+    assert result["mode"] == "cuda" and result["errors"] == 0 and result["header_errors"] == 0, result
+    cpu_torch = not any(
+        (Path(d) / clang_tidy.TORCH_CUDA_CONFIG_HEADER).is_file() for d in clang_tidy.torch_include_dirs()
+    )
+    assert any("stand-in" in note and "cuda_cmake_macros" in note for note in result["notes"]) == cpu_torch
 
 
 def test_cuda_reduced_mode_without_toolkit(monkeypatch):
