@@ -16,7 +16,10 @@ def embed(
     model: Optional[str] = typer.Option(
         None,
         "--model",
-        help=f"sentence-transformers model: name in the local cache or folder (default {config.DEFAULT_EMBEDDING_MODEL}).",
+        help=(
+            f"sentence-transformers model: name in the local cache or folder (default {config.DEFAULT_EMBEDDING_MODEL}); "
+            f"{config.STATIC_EMBEDDING_MODEL}: a static model distilled from it offline, ~100x faster on a CPU."
+        ),
     ),
     batch_size: int = typer.Option(config.EMBED_BATCH_SIZE, "--batch-size", help="Chunks per forward pass."),
     refit: bool = typer.Option(False, "--refit", help="Recompute map, clusters and labels even if no row is new."),

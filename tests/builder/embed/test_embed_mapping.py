@@ -47,3 +47,17 @@ def test_small_inputs_still_get_a_layout(n_rows):
     np.testing.assert_array_equal(layout.map_xy, again.map_xy)
     if n_rows == 14:  # two tight blobs of seven: found by HDBSCAN on the PCA space
         assert set(layout.cluster_ids[:7]) != set(layout.cluster_ids[7:]) and -1 not in layout.cluster_ids
+
+
+def test_layout_is_deterministic_on_an_archive_full_of_near_copies():
+    # Many exact and near duplicates (as real archives have) made UMAP's spectral initialisation fail and
+    # fall back to a layout that differed on every fit, even in one process with the same random_state.
+    rng = np.random.default_rng(0)
+    prototypes = rng.normal(size=(30, 32)).astype(np.float32)
+    vectors = prototypes[rng.integers(0, 30, size=300)]
+    vectors = vectors + rng.normal(scale=0.01, size=vectors.shape).astype(np.float32) * (rng.random(300) < 0.3)[:, None]
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    first, second = compute_layout(vectors), compute_layout(vectors)
+    assert first.method == "umap"
+    assert np.array_equal(first.map_xy, second.map_xy)
+    assert np.array_equal(first.cluster_ids, second.cluster_ids) and first.cluster_ids.max() >= 1
