@@ -66,6 +66,7 @@ def _umap_layout(vectors: np.ndarray, random_state: int) -> Layout:
             angular=False,
             random_state=np.random.RandomState(random_state),
             low_memory=True,
+            n_jobs=1,  # NN-descent's result depends on the thread count: one thread gives every machine the same map
         )
         # PCA initialisation: UMAP's default spectral one is not reproducible on archives full of near
         # copies (its eigensolver fails, and what it falls back to gives a different layout on every fit).
