@@ -47,8 +47,10 @@ def configure_cpu_allocator() -> bool:
 def _nan_buffer(nbytes: int, device: str):
     import torch
 
-    # Filled byte-wise, so any float view of these bytes, whatever its alignment, reads the poison NaN.
-    return torch.full((max(nbytes, 4),), config.POISON_FILL_BYTE, dtype=torch.uint8, device=device)
+    # int32 -1 is four 0xFF bytes: any float view of these bytes reads the poison NaN. (Allocated as
+    # 4-byte elements like the outputs it stands in for: the CPU heap then recycles it the same way.)
+    assert config.POISON_FILL_BYTE == 0xFF, "the fill below is all-ones"
+    return torch.full(((max(nbytes, 4) + 3) // 4,), -1, dtype=torch.int32, device=device)
 
 
 _SAME_WIDTH_INT = {2: "int16", 4: "int32", 8: "int64"}
