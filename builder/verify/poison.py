@@ -47,10 +47,10 @@ def configure_cpu_allocator() -> bool:
 def _nan_buffer(nbytes: int, device: str):
     import torch
 
-    # int32 -1 is four 0xFF bytes: any float view of these bytes reads the poison NaN. (Allocated as
+    # An int32 of four fill bytes: any float view of these bytes reads the poison NaN. (Allocated as
     # 4-byte elements like the outputs it stands in for: the CPU heap then recycles it the same way.)
-    assert config.POISON_FILL_BYTE == 0xFF, "the fill below is all-ones"
-    return torch.full(((max(nbytes, 4) + 3) // 4,), -1, dtype=torch.int32, device=device)
+    word = int.from_bytes(bytes([config.POISON_FILL_BYTE]) * 4, "little", signed=True)  # 0xFF bytes: -1
+    return torch.full(((max(nbytes, 4) + 3) // 4,), word, dtype=torch.int32, device=device)
 
 
 _SAME_WIDTH_INT = {2: "int16", 4: "int32", 8: "int64"}
