@@ -73,3 +73,16 @@ class CountingModel:
 
     def __getattr__(self, name):
         return getattr(self._model, name)
+
+
+def run_cli(args, monkeypatch, capsys) -> tuple[int, str, str]:
+    """Run `kernel-archive ARGS` through builder.cli.main (the real error handling): (exit code, stdout, stderr)."""
+    import pytest
+
+    from builder.cli import main
+
+    monkeypatch.setattr("sys.argv", ["kernel-archive", *args])
+    with pytest.raises(SystemExit) as info:
+        main()
+    captured = capsys.readouterr()
+    return int(info.value.code or 0), captured.out, captured.err

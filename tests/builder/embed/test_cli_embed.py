@@ -2,10 +2,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from embed_helpers import CountingModel, make_records, read_rows, write_dataset
+from embed_helpers import CountingModel, make_records, read_rows, run_cli, write_dataset
 
 from builder import config
-from builder.cli import main
 from builder.embed.annotate import embed_dataset
 from builder.embed.embed import CodeEmbedder
 
@@ -80,19 +79,10 @@ def test_same_input_same_map(tmp_path, counting_factory):
     assert np.isfinite(np.array([row[:2] for row in first], dtype=float)).all()
 
 
-def _run_cli(args, monkeypatch, capsys) -> tuple[int, str, str]:
-    """Run `kernel-archive ARGS` through builder.cli.main (the real error handling)."""
-    monkeypatch.setattr("sys.argv", ["kernel-archive", *args])
-    with pytest.raises(SystemExit) as info:
-        main()
-    captured = capsys.readouterr()
-    return int(info.value.code or 0), captured.out, captured.err
-
-
 def test_cli_unknown_model_exits_2_with_one_line(tmp_path, monkeypatch, capsys):
     write_dataset(tmp_path, make_records(3))
     before = sorted((p.name, p.read_bytes()) for p in (tmp_path / "data").iterdir())
-    code, _, err = _run_cli(["embed", str(tmp_path), "--model", "nobody/missing-model-123"], monkeypatch, capsys)
+    code, _, err = run_cli(["embed", str(tmp_path), "--model", "nobody/missing-model-123"], monkeypatch, capsys)
     assert code == 2
     assert err.startswith("error: ") and err.count("\n") == 1
     assert "nobody/missing-model-123" in err and "not available offline" in err
@@ -104,9 +94,9 @@ def test_cli_refit_on_small_dataset(tmp_path, minilm, monkeypatch, capsys):
     model, _ = minilm
     # the CLI loads the default model itself: hand it the session's copy instead of loading it again
     monkeypatch.setattr("sentence_transformers.SentenceTransformer", lambda *a, **k: model)
-    code, out, err = _run_cli(["embed", str(tmp_path), "--refit", "--batch-size", "4"], monkeypatch, capsys)
+    code, out, err = run_cli(["embed", str(tmp_path), "--refit", "--batch-size", "4"], monkeypatch, capsys)
     assert code == 0, err
     assert "4 rows: 4 embedded" in out and "map pca" in out
     assert all(r["cluster_label"] for r in read_rows(tmp_path))
-    code, out, _ = _run_cli(["embed", str(tmp_path), "--refit"], monkeypatch, capsys)
+    code, out, _ = run_cli(["embed", str(tmp_path), "--refit"], monkeypatch, capsys)
     assert code == 0 and "4 rows: 0 embedded" in out and "map pca" in out

@@ -13,10 +13,9 @@ import shutil
 
 import numpy as np
 import pytest
-from embed_helpers import make_records, read_rows, write_dataset
+from embed_helpers import make_records, read_rows, run_cli, write_dataset
 
 from builder import config
-from builder.cli import main
 from builder.embed import static_model
 from builder.embed.embed import CodeEmbedder
 from builder.embed.model import load_model, resolve_model
@@ -141,18 +140,10 @@ def test_distillation_failure_is_one_line_and_leaves_nothing(tmp_path, monkeypat
         ensure_distilled(SETTINGS, not_a_dir)
 
 
-def _run_cli(args, monkeypatch, capsys) -> tuple[int, str, str]:
-    monkeypatch.setattr("sys.argv", ["kernel-archive", *args])
-    with pytest.raises(SystemExit) as info:
-        main()
-    captured = capsys.readouterr()
-    return int(info.value.code or 0), captured.out, captured.err
-
-
 def test_cli_embed_with_the_static_model(tmp_path, static_config, distill_calls, monkeypatch, capsys):
     dataset = tmp_path / "dataset"
     write_dataset(dataset, make_records(8, seed=3))
-    code, out, err = _run_cli(["embed", str(dataset), "--model", config.STATIC_EMBEDDING_MODEL], monkeypatch, capsys)
+    code, out, err = run_cli(["embed", str(dataset), "--model", config.STATIC_EMBEDDING_MODEL], monkeypatch, capsys)
     assert code == 0, err
     chunks = re.search(r"8 rows: 8 embedded \((\d+) chunks", out)
     assert chunks and 1 <= int(chunks.group(1)) <= 8 and TEST_ID in out  # one chunk per distinct kernel
@@ -161,6 +152,6 @@ def test_cli_embed_with_the_static_model(tmp_path, static_config, distill_calls,
     assert all(len(row["embedding"]) == 256 and row["map_x"] is not None and row["cluster_label"] for row in rows)
 
     # incremental: the stored id is recognised as the same model, so nothing is embedded again
-    code, out, _ = _run_cli(["embed", str(dataset), "--model", TEST_ID], monkeypatch, capsys)
+    code, out, _ = run_cli(["embed", str(dataset), "--model", TEST_ID], monkeypatch, capsys)
     assert code == 0 and "8 rows: 0 embedded" in out
     assert distill_calls == []
