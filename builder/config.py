@@ -233,6 +233,12 @@ EXPLORER_QUICK_LINKS = 10  # page links shown under a table for the first rows i
 EXPLORER_NEIGHBOURS = 8  # nearest neighbours by embedding on the kernel page
 EXPLORER_SEARCH_RESULTS = 50
 EXPLORER_MAP_SELECTION_ROWS = 200  # kernels listed for a lasso/click selection on the map
+# The map draws at most this many points: software WebGL on a 2-core box spends ~2.3 s on the page and ~25 ms per
+# 1,000 points (100k: ~5 s). A larger archive is drawn as a fixed per-colour sample over a grey density image of
+# every kernel, with "draw all" one choice away; box/lasso selections list every kernel inside the shape.
+EXPLORER_MAP_MAX_POINTS = 10_000
+EXPLORER_MAP_DENSITY_BINS = 160  # the density image beneath a sampled map is this many cells a side
+EXPLORER_MAP_MIN_PER_GROUP = 200  # a sampled map keeps at least this many points (or all) of every colour value
 EXPLORER_FAST_P_MAX = 10.0  # the fast_p curve spans p in [0, this]
 EXPLORER_FAST_P_POINTS = 101
 EXPLORER_WARM_UP_DELAY_S = 3.0  # after opening an archive, wait this long before loading embeddings + query model

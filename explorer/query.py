@@ -23,11 +23,12 @@ from builder import config
 from builder.errors import UsageError
 from explorer.filters import Filters
 from explorer.query_base import BASELINES, LIGHT_COLUMNS, SORTABLE, TABLE_COLUMNS, reads_parquet  # noqa: F401
+from explorer.query_map import MapMixin
 from explorer.query_search import SearchMixin
 from explorer.sources import ResolvedSource, records_sql
 
 
-class Archive(SearchMixin):
+class Archive(MapMixin, SearchMixin):
     def __init__(self, source: ResolvedSource):
         self.source = source
         self._con = duckdb.connect(":memory:")
@@ -237,24 +238,6 @@ class Archive(SearchMixin):
         )
         order = {kid: i for i, kid in enumerate(kernel_ids)}
         return frame.sort_values("kernel_id", key=lambda s: s.map(order)).reset_index(drop=True)
-
-    # --- map ----------------------------------------------------------------------------------
-    def map_points(self, colour: str, filters: Filters = Filters()) -> pd.DataFrame:
-        _check_sort(colour)
-        where, params = filters.where()
-        extra = "" if colour in ("cluster_label", "kernel_name") else f", {colour}"
-        return self.df(
-            f"SELECT kernel_id, map_x, map_y, cluster_id, cluster_label, kernel_name{extra} FROM kernels "
-            f"WHERE map_x IS NOT NULL AND map_y IS NOT NULL AND {where} ORDER BY kernel_id",
-            params,
-        )
-
-    def cluster_centres(self) -> pd.DataFrame:
-        return self.df(
-            "SELECT cluster_id, mode(cluster_label) AS label, median(map_x) AS x, median(map_y) AS y, count(*) AS n "
-            "FROM kernels WHERE cluster_id IS NOT NULL AND cluster_id >= 0 AND map_x IS NOT NULL "
-            "GROUP BY cluster_id ORDER BY cluster_id"
-        )
 
 
 def _baseline_column(baseline: str) -> str:

@@ -3,23 +3,19 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from typing import Optional
 
 import typer
 
 from builder import config
-from builder.errors import ArchiveError, ExitCode
+from builder.errors import ArchiveError
 
 APP_PATH = config.REPO_ROOT / "explorer" / "app.py"
 
 
-def streamlit_argv(port: int, address: str) -> list[str]:
+def streamlit_args(port: int, address: str) -> list[str]:
+    """`streamlit run` arguments for the app (run in this process: see explore)."""
     return [
-        sys.executable,
-        "-m",
-        "streamlit",
         "run",
         str(APP_PATH),
         "--server.headless",
@@ -46,6 +42,7 @@ def explore(
     check_only: bool = typer.Option(False, "--check", help="Only open and check the source, then exit."),
 ) -> None:
     """Serve the explorer (leaderboards, kernel pages, map, search) on an archive."""
+    from explorer import preload
     from explorer.query import Archive
     from explorer.sources import resolve_source
 
@@ -56,14 +53,16 @@ def explore(
     if check_only:
         return
     spec = resolved.spec if not os.path.exists(resolved.spec) else os.path.abspath(resolved.spec)
-    env = dict(os.environ, **{config.EXPLORER_SOURCE_ENV: spec})
+    os.environ[config.EXPLORER_SOURCE_ENV] = spec
+    # The server runs in this process, so the app takes the archive opened above instead of opening it again.
+    preload.hand_over(spec, archive)
     typer.echo(f"explorer: http://{address}:{port}/", err=True)
-    try:
-        code = subprocess.run(streamlit_argv(port, address), env=env, cwd=config.REPO_ROOT).returncode
+    from streamlit.web import cli as streamlit_cli
+
+    try:  # exactly `streamlit run`; it returns when the server stops (Ctrl-C)
+        streamlit_cli.main(args=streamlit_args(port, address), prog_name="streamlit", standalone_mode=False)
     except OSError as exc:
         raise ArchiveError(f"cannot start streamlit: {exc}") from None
-    if code not in (0, -2, 130):
-        raise typer.Exit(int(ExitCode.FAILURE))
 
 
 def register(app: typer.Typer) -> None:

@@ -11,6 +11,7 @@ import streamlit as st
 
 from builder import config
 from builder.errors import ArchiveError
+from explorer import preload
 from explorer.embedder import query_encoder
 from explorer.query import Archive
 from explorer.sources import resolve_source, source_from_env
@@ -18,7 +19,7 @@ from explorer.sources import resolve_source, source_from_env
 
 @st.cache_resource(show_spinner="Opening the archive ...")
 def _open(spec: str) -> Archive:
-    archive = Archive(resolve_source(spec))
+    archive = preload.take(spec) or Archive(resolve_source(spec))
     threading.Thread(target=_warm_up, args=(archive,), name="explorer-warm-up", daemon=True).start()
     return archive
 

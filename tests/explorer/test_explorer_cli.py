@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -39,19 +40,27 @@ def test_check_reports_the_source(synthetic_dir, capsys):
     assert "300 kernels (synthetic archive" in capsys.readouterr().err
 
 
-def test_launch_passes_the_source_to_streamlit(synthetic_dir, monkeypatch):
+def test_launch_serves_the_checked_archive_in_process(synthetic_dir, monkeypatch):
+    from streamlit.web import cli as streamlit_cli
+
+    from explorer import preload
+
     seen = {}
 
-    def fake_run(argv, env, cwd):
-        seen.update(argv=argv, env=env)
-        return subprocess.CompletedProcess(argv, 0)
+    def fake_main(args, prog_name, standalone_mode):
+        spec = os.environ[config.EXPLORER_SOURCE_ENV]
+        seen.update(args=args, spec=spec, handed_over=preload.take(spec))
 
-    monkeypatch.setattr(explore_cli.subprocess, "run", fake_run)
+    monkeypatch.setattr(streamlit_cli, "main", fake_main)
+    monkeypatch.delenv(config.EXPLORER_SOURCE_ENV, raising=False)
     explore_cli.explore(str(synthetic_dir), port=8599, address="127.0.0.1", check_only=False)
-    argv = seen["argv"]
-    assert argv[1:4] == ["-m", "streamlit", "run"] and argv[4] == str(config.REPO_ROOT / "explorer" / "app.py")
-    assert argv[argv.index("--server.port") + 1] == "8599" and argv[argv.index("--server.headless") + 1] == "true"
-    assert seen["env"][config.EXPLORER_SOURCE_ENV] == str(synthetic_dir)
+    args = seen["args"]
+    assert args[:2] == ["run", str(config.REPO_ROOT / "explorer" / "app.py")]
+    assert args[args.index("--server.port") + 1] == "8599" and args[args.index("--server.headless") + 1] == "true"
+    assert seen["spec"] == str(synthetic_dir)
+    # The app takes the archive the check opened (once) instead of reading the Parquet files again.
+    assert seen["handed_over"] is not None and seen["handed_over"].size == 300
+    assert preload.take(seen["spec"]) is None
 
 
 def test_missing_source_raises_usage_error(tmp_path):

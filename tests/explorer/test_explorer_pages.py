@@ -150,6 +150,19 @@ def test_map_page(synthetic):
     assert run_page("map", colour="status", level="2").get("plotly_chart")
 
 
+def test_map_page_draws_a_sample_of_a_large_archive(synthetic, monkeypatch):
+    total = synthetic.map_total()
+    monkeypatch.setattr(config, "EXPLORER_MAP_MAX_POINTS", 100)
+    monkeypatch.setattr(config, "EXPLORER_MAP_MIN_PER_GROUP", 1)
+    sampled = run_page("map")
+    drawn = len(synthetic.map_points("cluster_label", limit=100))
+    assert drawn < total
+    assert any(c.value.startswith(f"{drawn:,} of {total:,} kernels drawn") for c in sampled.caption)
+    everything = run_page("map", points="all")
+    assert everything.selectbox(key="map_points").value == "all"
+    assert any(c.value.startswith(f"{total:,} kernels.") for c in everything.caption)
+
+
 def test_search_text_and_semantic(synthetic):
     text = table(run_page("search", q="__shfl_down_sync"), "kernel_name")
     assert len(text) and text["kernel_name"].str.contains("_warp_").all()  # only the warp family uses shuffles
