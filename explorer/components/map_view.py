@@ -124,8 +124,7 @@ def selection_table(archive: Archive, filters, points: pd.DataFrame, event) -> N
     selection = event.selection if event else None
     if not selection:
         return
-    shapes = [_box_corners(box) for box in selection.get("box", [])]
-    shapes += [(lasso["x"], lasso["y"]) for lasso in selection.get("lasso", [])]
+    shapes = selection_shapes(selection)
     limit = config.EXPLORER_MAP_SELECTION_ROWS
     if shapes:
         count, rows = archive.map_region(shapes, filters, limit)
@@ -138,11 +137,22 @@ def selection_table(archive: Archive, filters, points: pd.DataFrame, event) -> N
         return
     st.subheader(f"Selected kernels ({count:,})")
     if count > len(rows):
-        st.caption(f"The first {len(rows):,} listed: ranking-eligible kernels first, fastest vs eager first.")
+        order = "ranking-eligible kernels first, fastest vs eager first" if shapes else "in the order clicked"
+        st.caption(f"The first {len(rows):,} listed, {order}.")
     kernel_table(rows, key="map_selection")
     quick_links(rows)
 
 
-def _box_corners(box: dict) -> tuple[list[float], list[float]]:
-    (x0, x1), (y0, y1) = box["x"], box["y"]
-    return [x0, x1, x1, x0], [y0, y0, y1, y1]
+def selection_shapes(selection: dict) -> list[tuple[list[float], list[float]]]:
+    """Polygons (xs, ys) of a Plotly selection as Streamlit reports it: a box as its x and y ranges, a lasso as
+    its vertices. A shape missing its coordinates is skipped."""
+    shapes = []
+    for box in selection.get("box", []):
+        xs, ys = box.get("x", []), box.get("y", [])
+        if len(xs) == 2 and len(ys) == 2:
+            shapes.append(([xs[0], xs[1], xs[1], xs[0]], [ys[0], ys[0], ys[1], ys[1]]))
+    for lasso in selection.get("lasso", []):
+        xs, ys = lasso.get("x", []), lasso.get("y", [])
+        if len(xs) >= 3 and len(xs) == len(ys):
+            shapes.append((list(xs), list(ys)))
+    return shapes

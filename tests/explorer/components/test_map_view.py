@@ -1,0 +1,52 @@
+"""The map's figure and the shapes read from a Plotly selection event."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from explorer.components.map_view import map_figure, selection_shapes
+
+
+def test_box_and_lasso_become_polygons_and_broken_shapes_are_skipped():
+    selection = {
+        "box": [{"xref": "x", "yref": "y", "x": [1.0, 3.0], "y": [-1.0, 2.0]}, {"x": [], "y": []}],
+        "lasso": [{"x": [0, 1, 1], "y": [0, 0, 1]}, {"x": [0, 1], "y": [0, 1]}, {"x": [0, 1, 2], "y": [0, 1]}],
+    }
+    assert selection_shapes(selection) == [
+        ([1.0, 3.0, 3.0, 1.0], [-1.0, -1.0, 2.0, 2.0]),
+        ([0, 1, 1], [0, 0, 1]),
+    ]
+    assert selection_shapes({"points": [{"customdata": 3}]}) == []
+
+
+def _points(n: int) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    return pd.DataFrame(
+        {
+            "kernel_id": [f"{i:020x}" for i in range(n)],
+            "map_x": rng.random(n, dtype=np.float32),
+            "map_y": rng.random(n, dtype=np.float32),
+            "cluster_id": np.arange(n) % 3,
+            "cluster_label": [f"c<{i % 3}>" for i in range(n)],
+            "kernel_name": [f"k<b>{i}</b>" for i in range(n)],
+        }
+    )
+
+
+def test_figure_has_a_trace_per_colour_and_the_density_beneath():
+    points = _points(30)
+    centres = pd.DataFrame({"cluster_id": [0], "label": ["<i>c0</i>"], "x": [0.5], "y": [0.5], "n": [10]})
+    counts = np.zeros((4, 4))
+    counts[1, 2] = 5
+    figure = map_figure(points, "cluster_label", centres, (counts, np.linspace(0, 1, 5), np.linspace(0, 1, 5)))
+    kinds = [trace.type for trace in figure.data]
+    assert kinds == ["heatmap", "scattergl", "scattergl", "scattergl"]  # the density first: drawn beneath
+    shade = np.asarray(figure.data[0].z, dtype=float)
+    assert shade[2, 1] > 0 and np.isnan(shade).sum() == 15  # rows are y; empty cells are transparent
+    assert sum(len(trace.x) for trace in figure.data[1:]) == 30
+    # Archive text is escaped for Plotly's HTML-ish labels: legend names, hover text, annotations.
+    assert [trace.name for trace in figure.data[1:]] == ["c&lt;0&gt;", "c&lt;1&gt;", "c&lt;2&gt;"]
+    assert "<b>" not in "".join(figure.data[1].text) and "&lt;b&gt;" in figure.data[1].text[0]
+    assert figure.layout.annotations[0].text == "&lt;i&gt;c0&lt;/i&gt;"
+    assert map_figure(points, "cluster_label", centres).data[0].type == "scattergl"  # no density: not sampled
