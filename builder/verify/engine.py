@@ -295,6 +295,7 @@ class Verifier:
             options = replace(self.options, device_index=device_index)
             try:
                 cache_root = options.build_cache_dir or default_cache_dir()
+                cache_root.mkdir(parents=True, exist_ok=True)  # before the pool: its children bind it as it is now
                 pool = EvalPool(options.prestart, options.backend == "cuda", child_env(options), options.isolation,
                                 options.child_module, ro_binds=[cache_root, config.TASKS_DIR])  # fmt: skip
                 pools.append(pool)

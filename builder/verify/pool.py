@@ -66,7 +66,9 @@ class EvalPool:
         self.env_extra = dict(env_extra or {})
         self.isolation = isolation
         self.child_module = child_module
-        self.ro_binds = [Path(p).resolve() for p in ro_binds]
+        # Only directories that exist now: the sandbox cannot bind a missing one, so a child started before a
+        # directory appeared would not see what is later written there (its job must get a fresh child).
+        self.ro_binds = [path for path in (Path(p).resolve() for p in ro_binds) if path.is_dir()]
         self._ready: deque[PooledChild] = deque()
         self._lock = threading.Lock()
         self._closed = False

@@ -65,4 +65,6 @@ def test_stream_over_bundled_candidates_meets_their_designed_verdicts(options):
     records = list(Verifier(options).stream(pairs))
     print(f"\n{len(records)} bundled candidates streamed in {time.monotonic() - started:.1f} s")
     designed = {c.kernel_name: c.designed_verdict for c, _ in pairs}
-    assert {r.kernel_name: r.status for r in records} == designed
+    wrong = {r.kernel_name: (r.status, designed.get(r.kernel_name), r.error) for r in records
+             if r.status != designed.get(r.kernel_name)}  # fmt: skip
+    assert not wrong and len(records) == len(designed), wrong

@@ -1,0 +1,48 @@
+"""The engine's stream with the real child, a real CPU extension build and the real sandbox (slow: one C++
+build). Guards what the fake child cannot: a pre-started child must see a library compiled after it started."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from builder import config
+from builder.candidates import Candidate
+from builder.tasks import load_suite
+from builder.verify.engine import Verifier, VerifyOptions
+from builder.verify.pool import EvalPool
+from builder.verify.sandbox import resolve_isolation
+
+FIXTURES = config.REPO_ROOT / "tests" / "fixtures"
+FAKE_CHILD = "tests.fixtures.sandbox.fake_child"
+
+
+def test_pool_does_not_claim_a_directory_that_appeared_after_its_children(tmp_path):
+    if Path("/tmp") not in tmp_path.parents:
+        pytest.skip("needs the pytest tmp dir under /tmp (the sandbox's private /tmp is the point)")
+    later, existing = tmp_path / "builds", tmp_path / "tasks"
+    existing.mkdir()
+    with EvalPool(1, gpu=False, child_module=FAKE_CHILD, ro_binds=[later, existing]) as pool:
+        later.mkdir()
+        (later / "ka_0.so").write_bytes(b"")
+        # The waiting child was sandboxed before `later` existed: it cannot see the library, so the engine
+        # must start a fresh child (which binds the library itself) instead of handing the job over.
+        assert not pool.covers([later / "ka_0.so"])
+        assert pool.covers([existing / "task.py"])
+
+
+@pytest.mark.slow
+def test_stream_loads_a_library_built_after_the_pool_started(tmp_path):
+    """The whole path on a fresh build cache. On an H200 the first candidate of such a stream failed with
+    `cannot open shared object file` under bubblewrap (runtime_error for a correct kernel): whether the pool
+    starts before the first build creates the cache is a race, so the pool test above is the deterministic
+    guard and this one checks the real child, build and sandbox together."""
+    task = load_suite(FIXTURES / "tasks").get("1/1")
+    source = (FIXTURES / "candidates" / "cpu" / "correct_scale_shift.cpp").read_text()
+    pairs = [(Candidate(task_id="1/1", source=source, language="cpp", kernel_name="scale_shift"), task)]
+    options = VerifyOptions(backend="cpu", build_cache_dir=tmp_path / "not" / "yet" / "builds",
+                            baseline_cache_dir=tmp_path / "baselines", timeout_s=120, trials=2)  # fmt: skip
+    records = list(Verifier(options).stream(pairs))
+    assert [(r.status, r.error) for r in records] == [("correct", None)]
+    assert records[0].isolation == resolve_isolation()
