@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -143,7 +144,7 @@ def render_card(facts: CardFacts, configs: dict[str, dict[str, dict[str, Any]]])
         "",
         '```python\nfrom datasets import load_dataset\n\nrepo = "ORG/NAME"  # or a local export directory',
         "\n".join(
-            f"{name} = load_dataset(repo{'' if name == 'default' else f', {name!r}'})  # {', '.join(splits)}"
+            f"{name} = load_dataset(repo{'' if name == 'default' else f', {json.dumps(name)}'})  # {', '.join(splits)}"
             for name, splits in configs.items()
         ),
         "```\n",

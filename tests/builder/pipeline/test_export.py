@@ -89,7 +89,7 @@ def test_card_front_matter_and_facts(fake_build, fake_dataset):
         "Verification policy",
         "uninitialized_output",
         "fake-cpu",
-        "load_dataset(repo, 'sakana')",
+        'load_dataset(repo, "sakana")',
         "## License",
     ):
         assert needle in body
