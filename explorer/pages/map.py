@@ -9,6 +9,10 @@ from explorer.components.context import current_archive, page_errors
 from explorer.components.filter_bar import filter_sidebar, url_choice
 from explorer.components.map_view import map_figure, selection_table
 
+# Plotly draws WebGL at twice the canvas size by default (its export ratio): four times the pixels to fill,
+# which software WebGL (SwiftShader, VMs, remote desktops) pays on every draw. The map draws at screen size.
+MAP_CONFIG = {"plotGlPixelRatio": 1}
+
 COLOURS = {
     "cluster": "cluster_label",
     "op category": "op_category",
@@ -35,7 +39,9 @@ with page_errors():
     sampled = len(points) < total
     density = archive.map_density(filters) if sampled else None
     figure = map_figure(points, column, archive.cluster_centres(), density)
-    event = st.plotly_chart(figure, key="map_chart", on_select="rerun", selection_mode=("points", "box", "lasso"))
+    event = st.plotly_chart(
+        figure, key="map_chart", on_select="rerun", selection_mode=("points", "box", "lasso"), config=MAP_CONFIG
+    )
     if sampled:
         st.caption(
             f"{len(points):,} of {total:,} kernels drawn: a fixed sample keeping every colour's share, over a grey "

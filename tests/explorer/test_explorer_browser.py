@@ -94,9 +94,11 @@ def page(browser):
 def open_page(page, url: str, heading: str, charts: int = 0):
     page.goto(url)
     page.get_by_role("heading", level=1).filter(has_text=heading).first.wait_for(timeout=WAIT_MS)
-    # Rerun finished and every Plotly chart drawn (its JS loads lazily), so screenshots show whole pages.
+    # Rerun finished, no skeleton left where a lazily loaded element goes, every Plotly chart drawn: screenshots
+    # show whole pages.
     page.wait_for_function(
         "!document.querySelector('[data-testid=\"stStatusWidget\"]') && "
+        "!document.querySelector('[data-testid=\"stSkeleton\"]') && "
         "[...document.querySelectorAll('[data-testid=\"stPlotlyChart\"]')].every(c => c.querySelector('.main-svg'))"
         f" && document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .main-svg').length >= {charts}",
         timeout=WAIT_MS,
