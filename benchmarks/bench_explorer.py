@@ -212,16 +212,20 @@ def bench_browser(source: Path, n: int) -> None:
                     start = time.perf_counter()
                     page.goto(f"{url}/map?{query}")
                 _wait_rendered(page, "Map of the archive", 1)
+                phases = {"page": time.perf_counter() - start}
                 chart = page.locator('[data-testid="stPlotlyChart"]').first
                 chart.wait_for(timeout=120_000)
                 # Plotly has drawn its WebGL traces once the plot holds its computed data (cheap to poll, unlike
                 # screenshots, which on 2 cores take CPU from the very rendering being timed) ...
                 page.wait_for_function(PLOTLY_DRAWN, timeout=120_000, polling=50)
+                phases["webgl"] = time.perf_counter() - start
                 box = chart.bounding_box()
                 while True:  # ... and the points must really be on screen: coloured pixels in the chart
                     png = page.screenshot(clip=box, timeout=120_000)
                     pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=np.int16)
                     if int(((pixels.max(axis=2) - pixels.min(axis=2)) > 60).sum()) > 1000:
+                        phases["pixels"] = time.perf_counter() - start
+                        print("    map phases (s): " + ", ".join(f"{k} {v:.2f}" for k, v in phases.items()))
                         return (time.perf_counter() - start) * 1000
                     time.sleep(0.1)
 
@@ -273,15 +277,16 @@ PLOTLY_DRAWN = (
 
 
 # A page is drawn when its script run is over, no element still shows the skeleton Streamlit puts where a
-# lazily loaded element (Plotly, dataframe) will go, every Plotly chart has its SVG and every table its canvas.
-# Without the skeleton check a wait could end before any chart existed (the `every` holds on an empty list).
+# lazily loaded element (chart, dataframe) will go, every chart is drawn (Plotly: its SVG; Vega-Lite: its canvas)
+# and every table has its canvas. Without the skeleton check a wait could end before any chart existed.
 PAGE_DRAWN = """([heading, charts]) => {
   const q = (s) => [...document.querySelectorAll(s)];
+  const plotly = q('[data-testid="stPlotlyChart"]'), vega = q('[data-testid="stVegaLiteChart"]');
   return q('h1').some(h => h.textContent.includes(heading))
     && !document.querySelector('[data-testid="stStatusWidget"]')
     && !document.querySelector('[data-testid="stSkeleton"]')
-    && q('[data-testid="stPlotlyChart"]').every(c => c.querySelector('.main-svg'))
-    && q('[data-testid="stPlotlyChart"] .main-svg').length >= charts
+    && plotly.every(c => c.querySelector('.main-svg')) && vega.every(c => c.querySelector('canvas, svg'))
+    && plotly.length + vega.length >= charts
     && q('[data-testid="stDataFrame"]').every(d => d.querySelector('canvas'));
 }"""
 

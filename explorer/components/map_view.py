@@ -8,7 +8,6 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from builder import config
-from explorer.components.charts import escape_plotly, plotly_text
 from explorer.components.links import kernel_table, quick_links
 from explorer.query import Archive
 
@@ -156,3 +155,12 @@ def selection_shapes(selection: dict) -> list[tuple[list[float], list[float]]]:
         if len(xs) >= 3 and len(xs) == len(ys):
             shapes.append((list(xs), list(ys)))
     return shapes
+
+
+def plotly_text(values: pd.Series) -> np.ndarray:
+    """Archive text for Plotly hover/annotation text, which understands a subset of HTML tags: escape it."""
+    return values.astype(str).str.replace("&", "&amp;").str.replace("<", "&lt;").str.replace(">", "&gt;").to_numpy()
+
+
+def escape_plotly(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

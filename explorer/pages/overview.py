@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
 import streamlit as st
 
-from explorer.components.charts import bar_counts, log_histogram
+from explorer.components.charts import bar_counts, fast_p_chart, log_histogram, show
 from explorer.components.context import current_archive, page_errors
 from explorer.components.links import kernel_table, quick_links
 
@@ -23,14 +22,14 @@ with page_errors():
 
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(
+        show(
             bar_counts(archive.counts_by("level", "status"), "level", "status", "Kernels by level and status"),
-            key="counts_level",
+            "counts_level",
         )
     with right:
-        st.plotly_chart(
+        show(
             bar_counts(archive.counts_by("model", "status"), "model", "status", "Kernels by model and status"),
-            key="counts_model",
+            "counts_model",
         )
 
     st.subheader("Speedups of ranking-eligible kernels")
@@ -39,26 +38,14 @@ with page_errors():
         with column:
             values = archive.speedup_values(baseline)
             if values.size:
-                st.plotly_chart(
-                    log_histogram(values, f"Speedup {title} (geomean {np.exp(np.log(values).mean()):.2f}x)"),
-                    key=f"hist_{baseline}",
-                )
+                geomean = np.exp(np.log(values).mean())
+                show(log_histogram(values, f"Speedup {title} (geomean {geomean:.2f}x)"), f"hist_{baseline}")
             else:
                 st.info(f"No timed kernels {title}.")
 
     st.subheader("fast_p: share of tasks with a correct kernel faster than p x baseline")
-    figure = go.Figure()
-    for baseline, name in (("eager", "vs eager"), ("compile", "vs torch.compile")):
-        curve = archive.fast_p_curve(baseline)
-        figure.add_trace(go.Scatter(x=curve["p"], y=curve["fast_p"], mode="lines", name=name))
-    figure.update_layout(
-        xaxis_title="p (speedup threshold)",
-        yaxis_title="share of tasks",
-        yaxis_tickformat=".0%",
-        height=340,
-        margin=dict(t=20, b=40),
-    )
-    st.plotly_chart(figure, key="fast_p")
+    baselines = (("eager", "vs eager"), ("compile", "vs torch.compile"))
+    show(fast_p_chart({name: archive.fast_p_curve(b) for b, name in baselines}), "fast_p")
 
     st.subheader("Top kernels")
     top = archive.top_kernels(20)

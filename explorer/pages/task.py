@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
 import streamlit as st
 
-from explorer.components.charts import STATUS_COLOURS, bar_counts, plotly_text
+from explorer.components.charts import bar_counts, runtime_speedup_scatter, show
 from explorer.components.context import current_archive, page_errors
 from explorer.components.links import csv_download, kernel_table, quick_links
 from explorer.filters import Filters
@@ -33,40 +32,14 @@ with page_errors():
 
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(
-            bar_counts(
-                archive.counts_by("task_id", "status", filters=Filters(task=(task_id,))),
-                "task_id",
-                "status",
-                "Verdicts",
-            ),
-            key="task_verdicts",
-        )
+        verdicts = archive.counts_by("task_id", "status", filters=Filters(task=(task_id,)))
+        show(bar_counts(verdicts, "task_id", "status", "Verdicts"), "task_verdicts")
     with right:
-        timed = kernels.dropna(subset=["runtime_ms", "speedup_eager"])
-        figure = go.Figure()
-        for status, part in timed.groupby("status"):
-            figure.add_trace(
-                go.Scattergl(
-                    x=part["runtime_ms"],
-                    y=part["speedup_eager"],
-                    mode="markers",
-                    name=status,
-                    text=plotly_text(part["kernel_name"]),
-                    marker_color=STATUS_COLOURS.get(status),
-                    hovertemplate="%{text}<br>%{x:.4f} ms · %{y:.2f}x<extra></extra>",
-                )
-            )
-        figure.update_layout(
-            title="Runtime vs speedup (timed kernels)",
-            xaxis_title="runtime (ms)",
-            xaxis_type="log",
-            yaxis_title="speedup vs eager",
-            yaxis_type="log",
-            height=340,
-            margin=dict(t=40, b=40),
-        )
-        st.plotly_chart(figure, key="task_scatter")
+        scatter = runtime_speedup_scatter(kernels, "Runtime vs speedup (timed kernels)")
+        if scatter.data.empty:
+            st.info("No timed kernel in this task yet (only correct kernels are timed).")
+        else:
+            show(scatter, "task_scatter")
 
     st.subheader("Kernels")
     kernel_table(kernels, key="task_kernels")

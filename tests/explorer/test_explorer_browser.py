@@ -91,18 +91,22 @@ def page(browser):
     context.close()
 
 
+PAGE_DRAWN = """(charts) => {
+  const q = (s) => [...document.querySelectorAll(s)];
+  const plotly = q('[data-testid="stPlotlyChart"]'), vega = q('[data-testid="stVegaLiteChart"]');
+  return !document.querySelector('[data-testid="stStatusWidget"]')
+    && !document.querySelector('[data-testid="stSkeleton"]')
+    && plotly.every(c => c.querySelector('.main-svg')) && vega.every(c => c.querySelector('canvas, svg'))
+    && plotly.length + vega.length >= charts;
+}"""
+
+
 def open_page(page, url: str, heading: str, charts: int = 0):
     page.goto(url)
     page.get_by_role("heading", level=1).filter(has_text=heading).first.wait_for(timeout=WAIT_MS)
-    # Rerun finished, no skeleton left where a lazily loaded element goes, every Plotly chart drawn: screenshots
-    # show whole pages.
-    page.wait_for_function(
-        "!document.querySelector('[data-testid=\"stStatusWidget\"]') && "
-        "!document.querySelector('[data-testid=\"stSkeleton\"]') && "
-        "[...document.querySelectorAll('[data-testid=\"stPlotlyChart\"]')].every(c => c.querySelector('.main-svg'))"
-        f" && document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .main-svg').length >= {charts}",
-        timeout=WAIT_MS,
-    )
+    # Rerun finished, no skeleton left where a lazily loaded element goes, every chart drawn (Plotly: its SVG;
+    # Vega-Lite: its canvas): screenshots show whole pages.
+    page.wait_for_function(PAGE_DRAWN, arg=charts, timeout=WAIT_MS)
     assert page.locator('[data-testid="stException"]').count() == 0, f"exception shown on {url}"
 
 
@@ -118,7 +122,7 @@ def test_every_page_opens(server, page, synthetic_archive, tmp_path):
         ("/search?q=__shfl_down_sync", "Search"),
         (f"/compare?a={a}&b={b}", "Compare kernels"),
     ]
-    charts = {"/": 5, "/task?id=1/1": 2, "/map": 1}  # Plotly charts each page draws (they load lazily)
+    charts = {"/": 5, "/task?id=1/1": 2, "/map": 1}  # charts each page draws (they load lazily)
     for path, heading in pages:
         open_page(page, server + path, heading, charts.get(path, 0))
         page.screenshot(path=str(tmp_path / f"{path.strip('/').split('?')[0] or 'overview'}.png"), full_page=True)

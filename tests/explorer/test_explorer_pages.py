@@ -79,7 +79,8 @@ def test_overview(synthetic):
     assert app.title[0].value == "Verified kernel archive"
     assert [m.label for m in app.metric][:3] == ["Kernels", "Tasks", "Correct"]
     assert app.metric[0].value == f"{synthetic.size:,}"
-    assert len(app.get("plotly_chart")) == 5  # two count bars, two histograms, the fast_p curve
+    assert len(app.get("vega_lite_chart")) == 5  # two count bars, two histograms, the fast_p curve
+    assert not app.get("plotly_chart")  # Plotly (slow to load) is for the map alone
     assert len(table(app, "speedup_eager")) == 20
     assert any("Synthetic archive" in w.value for w in app.warning), [w.value for w in app.warning]
 
@@ -118,6 +119,7 @@ def test_task_page(synthetic):
     assert app.title[0].value.startswith("Task 1/1")
     assert set(table(app, "task_id")["task_id"]) == {"1/1"}
     assert "def module_fn" in code_text(app)
+    assert len(app.get("vega_lite_chart")) == 2  # verdicts, runtime vs speedup
     assert "No task" in run_page("task", id="99/1").error[0].value
     assert len(run_page("task").selectbox) >= 1  # no id: a picker
 
