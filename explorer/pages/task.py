@@ -33,7 +33,7 @@ with page_errors():
     left, right = st.columns(2)
     with left:
         verdicts = archive.counts_by("task_id", "status", filters=Filters(task=(task_id,)))
-        show(bar_counts(verdicts, "task_id", "status", "Verdicts"), "task_verdicts")
+        show(bar_counts(verdicts, "status", "status", "Verdicts"), "task_verdicts")
     with right:
         scatter = runtime_speedup_scatter(kernels, "Runtime vs speedup (timed kernels)")
         if scatter.data.empty:
