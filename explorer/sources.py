@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from builder import config
@@ -32,6 +33,16 @@ class ResolvedSource:
     files: tuple[Path, ...]
     synthetic: bool = False
     notes: tuple[str, ...] = field(default=())  # caveats shown as a banner in the app
+
+    def count_records(self) -> int:
+        """Records in the files, from their Parquet footers (no data read); UsageError when there are none."""
+        try:
+            total = sum(pq.ParquetFile(f).metadata.num_rows for f in self.files)
+        except (OSError, pa.ArrowException) as exc:
+            raise UsageError(f"cannot read {self.label}: {str(exc).splitlines()[0]}") from None
+        if total == 0:
+            raise UsageError(f"{self.label} holds no kernel records")
+        return total
 
 
 def default_source() -> str:

@@ -47,15 +47,20 @@ def explore(
     from explorer.sources import resolve_source
 
     resolved = resolve_source(source)  # UsageError -> one line + exit 2 (builder.cli.main)
-    archive = Archive(resolved)
     kind = "synthetic archive" if resolved.synthetic else f"{resolved.kind} source"
-    typer.echo(f"{resolved.label}: {archive.size:,} kernels ({kind}, {len(resolved.files)} Parquet file(s))", err=True)
-    if check_only:
+    if check_only:  # open it in full: every record readable
+        archive = Archive(resolved)
+        typer.echo(
+            f"{resolved.label}: {archive.size:,} kernels ({kind}, {len(resolved.files)} Parquet file(s))", err=True
+        )
         return
+    records = resolved.count_records()  # from the Parquet footers: an empty source is refused before serving
+    typer.echo(f"{resolved.label}: {records:,} kernels ({kind}, {len(resolved.files)} Parquet file(s))", err=True)
     spec = resolved.spec if not os.path.exists(resolved.spec) else os.path.abspath(resolved.spec)
     os.environ[config.EXPLORER_SOURCE_ENV] = spec
-    # The server runs in this process, so the app takes the archive opened above instead of opening it again.
-    preload.hand_over(spec, archive)
+    # The server runs in this process: the app's first page takes this archive (opened while the server starts
+    # and the browser loads the app) instead of opening it again.
+    preload.open_in_background(spec, resolved)
     typer.echo(f"explorer: http://{address}:{port}/", err=True)
     from streamlit.web import cli as streamlit_cli
 

@@ -66,3 +66,35 @@ def test_launch_serves_the_checked_archive_in_process(synthetic_dir, monkeypatch
 def test_missing_source_raises_usage_error(tmp_path):
     with pytest.raises(UsageError, match="does not exist"):
         explore_cli.explore(str(tmp_path / "nope"), port=8599, address="127.0.0.1", check_only=True)
+
+
+def test_launch_refuses_an_empty_source_before_serving(synthetic_dir, tmp_path, monkeypatch):
+    from streamlit.web import cli as streamlit_cli
+
+    first = sorted(synthetic_dir.glob("data/*.parquet"))[0]
+    pq.write_table(pq.read_schema(first).empty_table(), tmp_path / "empty.parquet")
+    monkeypatch.setattr(streamlit_cli, "main", lambda **_: pytest.fail("served an empty source"))
+    with pytest.raises(UsageError, match="holds no kernel records"):
+        explore_cli.explore(str(tmp_path / "empty.parquet"), port=8599, address="127.0.0.1", check_only=False)
+
+
+def test_a_failed_background_open_reaches_the_terminal_and_the_page(synthetic_dir, tmp_path, capsys):
+    from builder.errors import ArchiveError
+    from explorer import preload
+    from explorer.sources import resolve_source
+
+    resolved = resolve_source(str(synthetic_dir))
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    for f in resolved.files:  # right footers (the launch check passes), data pages overwritten
+        data = bytearray(f.read_bytes())
+        data[4 : len(data) // 2] = b"\0" * (len(data) // 2 - 4)
+        (damaged / f.name).write_bytes(bytes(data))
+    broken = resolve_source(str(damaged))
+    assert broken.count_records() == resolved.count_records()
+    preload.open_in_background("damaged-spec", broken).exception(timeout=60)
+    with pytest.raises(ArchiveError, match="cannot"):
+        preload.take("damaged-spec")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ")
+    assert preload.take("damaged-spec") is None  # taken once; the page then opens (and reports) by itself
