@@ -29,11 +29,11 @@ def open_in_background(spec: str, source: ResolvedSource) -> Future:
     def run() -> None:
         try:
             future.set_result(Archive(source))
-        except ArchiveError as exc:
+        except Exception as exc:  # noqa: BLE001 - never lose a failure in a daemon thread
+            if not isinstance(exc, ArchiveError):
+                exc = ArchiveError(f"cannot open {source.label}: {exc}")
             print(f"error: {exc}", file=sys.stderr)
             future.set_exception(exc)
-        except BaseException as exc:  # noqa: BLE001 - never lose an unexpected failure in a daemon thread
-            future.set_exception(ArchiveError(f"cannot open {source.label}: {exc}"))
 
     with _LOCK:
         _OPENING[spec] = future
