@@ -1,7 +1,8 @@
 """Bundled candidates get the verdicts they were designed for, through the real verifier.
 
 GPU: every bundled CUDA candidate. CPU: the C++ CPU-contract corpus (slow: one C++ extension build per
-candidate). A mismatch is investigated, never fixed by relabelling the manifest.
+candidate). A mismatch is investigated, never fixed by relabelling the manifest: a label changes only when the
+investigation shows the design was wrong, with the measurement written beside it (1/26 hardware_approx).
 """
 
 from __future__ import annotations
