@@ -1,0 +1,46 @@
+"""The sample archive shipped in data/sample/ (the explorer's default): real GPU records, complete, loadable."""
+
+from __future__ import annotations
+
+import datasets
+import pytest
+
+from builder import config
+from explorer.query import Archive
+from explorer.sources import default_source, resolve_source
+
+pytestmark = pytest.mark.skipif(
+    not any(config.SAMPLE_ARCHIVE_DIR.glob("data/*.parquet")), reason="no sample archive in data/sample"
+)
+
+
+@pytest.fixture(scope="module")
+def sample() -> Archive:
+    assert default_source() == str(config.SAMPLE_ARCHIVE_DIR)
+    source = resolve_source(str(config.SAMPLE_ARCHIVE_DIR))
+    assert source.kind == "archive" and not source.synthetic
+    return Archive(source)
+
+
+def test_sample_holds_real_gpu_records_of_every_verdict(sample):
+    rows = sample.df(
+        "SELECT count(*) AS n, count(DISTINCT task_id) AS tasks, count(DISTINCT level) AS levels, "
+        "count(*) FILTER (WHERE status = 'correct') AS correct, "
+        "count(*) FILTER (WHERE status <> 'correct') AS failed, "
+        "count(*) FILTER (WHERE gpu_name IS NULL OR backend <> 'cuda') AS not_gpu, "
+        "count(*) FILTER (WHERE isolation <> 'bwrap') AS not_sandboxed, "
+        "count(*) FILTER (WHERE map_x IS NULL OR cluster_label IS NULL) AS unmapped, "
+        "count(*) FILTER (WHERE status = 'correct' AND (runtime_ms IS NULL OR eager_ms IS NULL)) AS untimed "
+        "FROM kernels"
+    ).iloc[0]
+    assert rows["n"] == sample.size >= 100 and rows["levels"] == 3 and rows["tasks"] >= 40
+    assert rows["correct"] > 0 and rows["failed"] > 0
+    assert rows["not_gpu"] == 0 and rows["not_sandboxed"] == 0
+    assert rows["unmapped"] == 0 and rows["untimed"] == 0
+
+
+def test_sample_loads_with_datasets_in_every_config(sample, tmp_path):
+    default = datasets.load_dataset(str(config.SAMPLE_ARCHIVE_DIR), cache_dir=str(tmp_path))
+    assert sum(len(split) for split in default.values()) == sample.size
+    for name in ("sakana", "sft", "preference"):
+        assert len(datasets.load_dataset(str(config.SAMPLE_ARCHIVE_DIR), name, cache_dir=str(tmp_path)))
