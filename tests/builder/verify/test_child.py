@@ -106,7 +106,10 @@ def test_compiled_first_row_only_candidate_is_caught(tmp_path, shared_cpu_build)
     assert run_child(job).returncode == 0
     result = read_result(job)
     assert result["status"] == "incorrect"
-    assert "uninitialized_output" in result["flags"]
+    # The CPU poison is best effort (it relies on glibc handing the freed NaN blocks back): the unwritten rows show
+    # the poison (uninitialized_output) or, when the allocator hands out other memory, differ between identical
+    # calls (nondeterministic). Either way caught and flagged; the CUDA fixture's flag stays exact on the GPU.
+    assert {"uninitialized_output", "nondeterministic"} & set(result["flags"]), result["flags"]
     assert "runtime" not in result  # an incorrect candidate is never timed
 
 
