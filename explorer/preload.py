@@ -1,4 +1,4 @@
-"""Archives opened before the Streamlit server started, handed to the app so it does not open them again.
+"""The archive `kernel-archive explore` opens while the Streamlit server starts, handed to the app so it opens once.
 
 `kernel-archive explore` checks the source (files, schema, record count: a bad one is a one-line error before any
 server starts), then starts opening it in a thread and serves the app in the same process at once: the archive's
