@@ -48,14 +48,11 @@ def explore(
 
     resolved = resolve_source(source)  # UsageError -> one line + exit 2 (builder.cli.main)
     kind = "synthetic archive" if resolved.synthetic else f"{resolved.kind} source"
-    if check_only:  # open it in full: every record readable
-        archive = Archive(resolved)
-        typer.echo(
-            f"{resolved.label}: {archive.size:,} kernels ({kind}, {len(resolved.files)} Parquet file(s))", err=True
-        )
-        return
     records = resolved.count_records()  # from the Parquet footers: an empty source is refused before serving
     typer.echo(f"{resolved.label}: {records:,} kernels ({kind}, {len(resolved.files)} Parquet file(s))", err=True)
+    if check_only:
+        Archive(resolved)  # open it in full: every record readable, or a one-line error
+        return
     spec = resolved.spec if not os.path.exists(resolved.spec) else os.path.abspath(resolved.spec)
     os.environ[config.EXPLORER_SOURCE_ENV] = spec
     # The server runs in this process: the app's first page takes this archive (opened while the server starts
