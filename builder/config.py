@@ -229,6 +229,7 @@ EXPLORER_SYNTHETIC_KERNELS = 600  # size of the synthetic archive used until dat
 EXPLORER_SYNTHETIC_SEED = 7
 EXPLORER_QUERY_CACHE_ENTRIES = 256  # results kept by the query layer (LRU over query + parameters)
 EXPLORER_TABLE_ROWS = 1000  # rows a table page shows at most (CSV download has them all)
+EXPLORER_OVERVIEW_TOP_KERNELS = 20  # rows of the overview's "Top kernels" table
 EXPLORER_QUICK_LINKS = 10  # page links shown under a table for the first rows in the current sort
 EXPLORER_NEIGHBOURS = 8  # nearest neighbours by embedding on the kernel page
 EXPLORER_SEARCH_RESULTS = 50
@@ -241,6 +242,8 @@ EXPLORER_MAP_DENSITY_BINS = 160  # the density image beneath a sampled map is th
 EXPLORER_MAP_MIN_PER_GROUP = 200  # a sampled map keeps at least this many points (or all) of every colour value
 EXPLORER_FAST_P_MAX = 10.0  # the fast_p curve spans p in [0, this]
 EXPLORER_FAST_P_POINTS = 101
+EXPLORER_OPEN_AFTER_LISTEN_MAX_S = 30.0  # `explore` opens the archive once the server listens, or after this
+EXPLORER_LISTEN_POLL_S = 0.05
 EXPLORER_WARM_UP_DELAY_S = 3.0  # after opening an archive, wait this long before loading embeddings + query model
 EXPLORER_HUB_PATTERNS = ("data/*.parquet", "README.md", "*.parquet")  # what a Hub source downloads
 

@@ -1,39 +1,57 @@
-"""The archive `kernel-archive explore` opens while the Streamlit server starts, handed to the app so it opens once.
+"""The archive `kernel-archive explore` opens for the app, in the background, once the server listens.
 
-`kernel-archive explore` checks the source (files, schema, record count: a bad one is a one-line error before any
-server starts), then starts opening it in a thread and serves the app in the same process at once: the archive's
-open (materialising its light columns, ~0.7 s for 100k kernels, inside DuckDB without the GIL) overlaps with
-Streamlit's start and the browser loading the app. The first page takes the archive from here, waiting for the
-open to finish, instead of reading the Parquet files a second time.
+`kernel-archive explore` checks the source (files, schema and record count from the Parquet footers: a bad one is
+a one-line error before any server starts) and serves the app in the same process at once. The heavy part (the
+query layer's imports, ~1 s, and the archive's open, materialising its light columns: ~0.7 s for 100k kernels)
+runs in a thread that first waits for the server to listen: before that it would only slow Streamlit's own start
+(imports hold the GIL), after it the work overlaps with the browser loading Streamlit's frontend. The thread then
+computes the overview page's queries, so the first page finds them done. The first page takes the archive from
+here instead of reading the Parquet files a second time.
 """
 
 from __future__ import annotations
 
+import socket
 import sys
 import threading
+import time
 from concurrent.futures import Future
+from typing import TYPE_CHECKING
 
+from builder import config
 from builder.errors import ArchiveError
-from explorer.query import Archive
 from explorer.sources import ResolvedSource
+
+if TYPE_CHECKING:
+    from explorer.query import Archive
 
 _OPENING: dict[str, Future] = {}
 _LOCK = threading.Lock()
 
 
-def open_in_background(spec: str, source: ResolvedSource) -> Future:
-    """Start opening `source` for the app; a failure is printed as one line and re-raised to the page that
-    takes it (which shows it as a message)."""
+def open_in_background(spec: str, source: ResolvedSource, serving_at: tuple[str, int] | None = None) -> Future:
+    """Start opening `source` for the app (after the server at `serving_at` listens, when given); a failure is
+    printed as one line and re-raised to the page that takes it (which shows it as a message)."""
     future: Future = Future()
 
     def run() -> None:
+        if serving_at is not None:
+            wait_until_listening(*serving_at, limit_s=config.EXPLORER_OPEN_AFTER_LISTEN_MAX_S)
         try:
-            future.set_result(Archive(source))
+            from explorer.query import Archive  # here, not at import: pandas and DuckDB take ~1 s to import
+
+            archive = Archive(source)
         except Exception as exc:  # noqa: BLE001 - never lose a failure in a daemon thread
             if not isinstance(exc, ArchiveError):
                 exc = ArchiveError(f"cannot open {source.label}: {exc}")
             print(f"error: {exc}", file=sys.stderr)
             future.set_exception(exc)
+            return
+        future.set_result(archive)
+        try:
+            archive.overview()  # the first page's queries; a page asking meanwhile waits for these results
+        except Exception:  # noqa: BLE001 - the page runs them again and reports what fails
+            pass
 
     with _LOCK:
         _OPENING[spec] = future
@@ -47,3 +65,17 @@ def take(spec: str) -> Archive | None:
     with _LOCK:
         future = _OPENING.pop(spec, None)
     return None if future is None else future.result()
+
+
+def wait_until_listening(address: str, port: int, limit_s: float) -> bool:
+    """Poll until something accepts connections at address:port (a wildcard address is reached on loopback);
+    False when `limit_s` passed first."""
+    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(address, address)
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(config.EXPLORER_LISTEN_POLL_S)
+    return False

@@ -42,8 +42,7 @@ def explore(
     check_only: bool = typer.Option(False, "--check", help="Only open and check the source, then exit."),
 ) -> None:
     """Serve the explorer (leaderboards, kernel pages, map, search) on an archive."""
-    from explorer import preload
-    from explorer.query import Archive
+    from explorer import preload  # the query layer (pandas, DuckDB: ~1 s of imports) is imported only as needed
     from explorer.sources import resolve_source
 
     resolved = resolve_source(source)  # UsageError -> one line + exit 2 (builder.cli.main)
@@ -51,13 +50,15 @@ def explore(
     records = resolved.count_records()  # from the Parquet footers: an empty source is refused before serving
     typer.echo(f"{resolved.label}: {records:,} kernels ({kind}, {len(resolved.files)} Parquet file(s))", err=True)
     if check_only:
+        from explorer.query import Archive
+
         Archive(resolved)  # open it in full: every record readable, or a one-line error
         return
     spec = resolved.spec if not os.path.exists(resolved.spec) else os.path.abspath(resolved.spec)
     os.environ[config.EXPLORER_SOURCE_ENV] = spec
-    # The server runs in this process: the app's first page takes this archive (opened while the server starts
-    # and the browser loads the app) instead of opening it again.
-    preload.open_in_background(spec, resolved)
+    # The server runs in this process: the app's first page takes this archive (opened once the server listens,
+    # while the browser loads the app) instead of opening it again.
+    preload.open_in_background(spec, resolved, serving_at=(address, port))
     typer.echo(f"explorer: http://{address}:{port}/", err=True)
     from streamlit.web import cli as streamlit_cli
 

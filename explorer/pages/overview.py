@@ -12,7 +12,8 @@ from explorer.components.links import kernel_table, quick_links
 with page_errors():
     archive = current_archive()
     st.title("Verified kernel archive")
-    totals = archive.totals()
+    overview = archive.overview()
+    totals = overview.totals
     cols = st.columns(5)
     cols[0].metric("Kernels", f"{totals['kernels']:,}")
     cols[1].metric("Tasks", f"{totals['tasks']:,}")
@@ -23,12 +24,12 @@ with page_errors():
     left, right = st.columns(2)
     with left:
         show(
-            bar_counts(archive.counts_by("level", "status"), "level", "status", "Kernels by level and status"),
+            bar_counts(overview.counts_by_level, "level", "status", "Kernels by level and status"),
             "counts_level",
         )
     with right:
         show(
-            bar_counts(archive.counts_by("model", "status"), "model", "status", "Kernels by model and status"),
+            bar_counts(overview.counts_by_model, "model", "status", "Kernels by model and status"),
             "counts_model",
         )
 
@@ -36,7 +37,7 @@ with page_errors():
     left, right = st.columns(2)
     for column, baseline, title in ((left, "eager", "vs PyTorch eager"), (right, "compile", "vs torch.compile")):
         with column:
-            values = archive.speedup_values(baseline)
+            values = overview.speedups[baseline]
             if values.size:
                 geomean = np.exp(np.log(values).mean())
                 show(log_histogram(values, f"Speedup {title} (geomean {geomean:.2f}x)"), f"hist_{baseline}")
@@ -45,9 +46,9 @@ with page_errors():
 
     st.subheader("fast_p: share of tasks with a correct kernel faster than p x baseline")
     baselines = (("eager", "vs eager"), ("compile", "vs torch.compile"))
-    show(fast_p_chart({name: archive.fast_p_curve(b) for b, name in baselines}), "fast_p")
+    show(fast_p_chart({name: overview.fast_p[b] for b, name in baselines}), "fast_p")
 
     st.subheader("Top kernels")
-    top = archive.top_kernels(20)
+    top = overview.top
     kernel_table(top, key="top_table")
     quick_links(top)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import threading
+import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -40,12 +43,21 @@ def test_check_reports_the_source(synthetic_dir, capsys):
     assert "300 kernels (synthetic archive" in capsys.readouterr().err
 
 
+def _listening_socket() -> socket.socket:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    return server
+
+
 def test_launch_serves_the_checked_archive_in_process(synthetic_dir, monkeypatch):
     from streamlit.web import cli as streamlit_cli
 
     from explorer import preload
 
     seen = {}
+    server = _listening_socket()  # stands in for the Streamlit server the archive's open waits for
+    port = server.getsockname()[1]
 
     def fake_main(args, prog_name, standalone_mode):
         spec = os.environ[config.EXPLORER_SOURCE_ENV]
@@ -53,14 +65,51 @@ def test_launch_serves_the_checked_archive_in_process(synthetic_dir, monkeypatch
 
     monkeypatch.setattr(streamlit_cli, "main", fake_main)
     monkeypatch.delenv(config.EXPLORER_SOURCE_ENV, raising=False)
-    explore_cli.explore(str(synthetic_dir), port=8599, address="127.0.0.1", check_only=False)
+    monkeypatch.setattr(config, "EXPLORER_OPEN_AFTER_LISTEN_MAX_S", 60.0)
+    with server:
+        explore_cli.explore(str(synthetic_dir), port=port, address="127.0.0.1", check_only=False)
     args = seen["args"]
     assert args[:2] == ["run", str(config.REPO_ROOT / "explorer" / "app.py")]
-    assert args[args.index("--server.port") + 1] == "8599" and args[args.index("--server.headless") + 1] == "true"
+    assert args[args.index("--server.port") + 1] == str(port) and args[args.index("--server.headless") + 1] == "true"
     assert seen["spec"] == str(synthetic_dir)
-    # The app takes the archive the check opened (once) instead of reading the Parquet files again.
+    # The app takes the archive the launch opened (once) instead of reading the Parquet files again.
     assert seen["handed_over"] is not None and seen["handed_over"].size == 300
     assert preload.take(seen["spec"]) is None
+
+
+def test_the_archive_opens_once_the_server_listens_and_warms_the_overview(synthetic_dir):
+    from explorer import preload
+    from explorer.sources import resolve_source
+
+    with socket.socket() as reserved:  # a free port nothing listens on yet
+        reserved.bind(("127.0.0.1", 0))
+        port = reserved.getsockname()[1]
+    future = preload.open_in_background("wait-spec", resolve_source(str(synthetic_dir)), serving_at=("0.0.0.0", port))
+    time.sleep(1.0)
+    assert not future.done()  # no open while Streamlit starts: imports and the open would slow it
+    with socket.create_server(("127.0.0.1", port)):
+        archive = preload.take("wait-spec")
+        assert archive.size == 300
+        for thread in threading.enumerate():  # the open's thread ends once it has run the overview's queries
+            if thread.name == "explorer-open":
+                thread.join(timeout=60)
+    # The overview's queries were computed in the background: the page's own call finds every one cached.
+    computed = []
+    original = archive.cursor
+    archive.cursor = lambda: computed.append(1) or original()
+    overview = archive.overview()
+    assert computed == [] and overview.totals["kernels"] == 300
+
+
+def test_wait_until_listening_gives_up_after_its_limit():
+    from explorer.preload import wait_until_listening
+
+    with socket.socket() as reserved:
+        reserved.bind(("127.0.0.1", 0))
+        port = reserved.getsockname()[1]
+    start = time.monotonic()
+    assert wait_until_listening("127.0.0.1", port, limit_s=0.3) is False
+    assert 0.3 <= time.monotonic() - start < 5
 
 
 def test_missing_source_raises_usage_error(tmp_path):

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 
@@ -166,6 +170,47 @@ def test_results_are_cached(known):
     archive, _ids = known
     first = archive.best_per_task(Filters(level=("1",)))
     assert archive.best_per_task(Filters(level=("1",))) is first
+
+
+def test_a_result_asked_for_while_it_is_computed_is_computed_once(known):
+    archive, _ids = known
+    started, release, calls = threading.Event(), threading.Event(), []
+
+    def slow():
+        calls.append(1)
+        started.set()
+        release.wait(30)
+        return "result"
+
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(archive._cached, ("test-key",), slow)
+        started.wait(30)
+        second = pool.submit(archive._cached, ("test-key",), slow)
+        time.sleep(0.2)
+        assert not second.done()  # waits for the computation under way rather than starting its own
+        release.set()
+        assert first.result(30) == second.result(30) == "result"
+    assert calls == [1]
+
+
+def test_a_failed_computation_reaches_its_waiters_and_is_not_cached(known):
+    archive, _ids = known
+
+    def broken():
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        archive._cached(("broken-key",), broken)
+    assert archive._cached(("broken-key",), lambda: "fixed") == "fixed"
+
+
+def test_overview_holds_what_the_page_shows(known):
+    archive, _ids = known
+    overview = archive.overview()
+    assert overview.totals["kernels"] == archive.size
+    assert set(overview.speedups) == set(overview.fast_p) == {"eager", "compile"}
+    assert overview.counts_by_level["kernels"].sum() == overview.counts_by_model["kernels"].sum() == archive.size
+    assert list(overview.top["speedup_eager"]) == sorted(overview.top["speedup_eager"], reverse=True)
 
 
 def test_map_and_options(known, synthetic_archive):
