@@ -133,12 +133,14 @@ class Archive(MapMixin, SearchMixin):
     def totals(self) -> dict[str, Any]:
         row = self._cached(
             ("totals",),
-            lambda: self.cursor()
-            .execute(
-                "SELECT count(*), count(DISTINCT task_id), avg((status = 'correct')::INT), avg(ranking_eligible::INT), "
-                "count(DISTINCT model) FROM kernels"
-            )
-            .fetchone(),
+            lambda: (
+                self.cursor()
+                .execute(
+                    "SELECT count(*), count(DISTINCT task_id), avg((status = 'correct')::INT), avg(ranking_eligible::INT), "
+                    "count(DISTINCT model) FROM kernels"
+                )
+                .fetchone()
+            ),
         )
         return dict(kernels=row[0], tasks=row[1], correct_rate=row[2], eligible_rate=row[3], models=row[4])
 
