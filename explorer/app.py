@@ -22,12 +22,6 @@ _HERE = Path(__file__).parent
 
 st.set_page_config(page_title="Verified kernel archive", page_icon=":material/memory:", layout="wide")
 
-# Streamlit shimmers a skeleton where each lazily loaded element (chart, table) will appear. A browser without a
-# GPU (VMs, remote desktops, headless Chromium with SwiftShader) composites every frame of that shimmer on the
-# CPU: on the 2-core benchmark box it took ~2.5 s of CPU per map page load, slowing the very chart it stood in
-# for (docs/explorer.md). The placeholders stay, still.
-st.html("<style>[data-testid='stSkeleton'] { animation: none !important; }</style>")
-
 PAGES = [
     st.Page(_HERE / "pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
     st.Page(_HERE / "pages/leaderboard.py", title="Leaderboard", icon=":material/leaderboard:", url_path="leaderboard"),

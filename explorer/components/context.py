@@ -16,6 +16,12 @@ from explorer.embedder import query_encoder
 from explorer.query import Archive
 from explorer.sources import resolve_source, source_from_env
 
+# Streamlit shimmers a skeleton where each lazily loaded element (chart, table) will appear. A browser without a
+# GPU (VMs, remote desktops, headless Chromium with SwiftShader) composites every frame of that shimmer on the
+# CPU: on the 2-core benchmark box it took ~2.5 s of CPU per map page load, slowing the very chart it stood in
+# for (docs/explorer.md). The placeholders stay, still.
+STILL_SKELETONS = "<style>[data-testid='stSkeleton'] { animation: none !important; }</style>"
+
 
 @st.cache_resource(show_spinner="Opening the archive ...")
 def _open(spec: str) -> Archive:
@@ -38,8 +44,9 @@ def _warm_up(archive: Archive) -> None:
 def current_archive(show_source: bool = True) -> Archive:
     """The archive named by the environment (set by `kernel-archive explore`); stops the page with a message.
 
-    Pages call this with show_source=True so each page carries the source caption and its caveats
-    (synthetic, imported) itself, whichever way it was reached.
+    Pages call this with show_source=True so each page carries the source caption, its caveats (synthetic,
+    imported) and the page style itself, whichever way it was reached (the entry script's own elements are not
+    shown when a page other than the overview is opened by its URL).
     """
     spec = source_from_env()
     try:
@@ -49,6 +56,7 @@ def current_archive(show_source: bool = True) -> Archive:
         st.stop()
         raise  # unreachable: st.stop() ends the run
     if show_source:
+        st.html(STILL_SKELETONS)
         st.sidebar.caption(f"Source: {archive.source.label} ({archive.size:,} kernels)")
         source_banner(archive)
     return archive
