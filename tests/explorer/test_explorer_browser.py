@@ -108,6 +108,12 @@ def open_page(page, url: str, heading: str, charts: int = 0):
     # Vega-Lite: its canvas): screenshots show whole pages.
     page.wait_for_function(PAGE_DRAWN, arg=charts, timeout=WAIT_MS)
     assert page.locator('[data-testid="stException"]').count() == 0, f"exception shown on {url}"
+    # Every page, however reached, carries the style that stops skeleton shimmer (software compositing)
+    assert page.evaluate(STILL_SKELETONS_APPLIED), f"skeletons still shimmer on {url}"
+
+
+STILL_SKELETONS_APPLIED = """() => [...document.querySelectorAll('[data-testid="stHtml"] style')]
+  .some(s => s.textContent.includes('stSkeleton') && s.textContent.includes('animation: none'))"""
 
 
 def test_every_page_opens(server, page, synthetic_archive, tmp_path):
