@@ -43,11 +43,10 @@ def test_check_reports_the_source(synthetic_dir, capsys):
     assert "300 kernels (synthetic archive" in capsys.readouterr().err
 
 
-def _listening_socket() -> socket.socket:
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    return server
+def _free_port() -> int:
+    with socket.socket() as reserved:  # nothing listens on it once closed
+        reserved.bind(("127.0.0.1", 0))
+        return reserved.getsockname()[1]
 
 
 def test_launch_serves_the_checked_archive_in_process(synthetic_dir, monkeypatch):
@@ -56,7 +55,7 @@ def test_launch_serves_the_checked_archive_in_process(synthetic_dir, monkeypatch
     from explorer import preload
 
     seen = {}
-    server = _listening_socket()  # stands in for the Streamlit server the archive's open waits for
+    server = socket.create_server(("127.0.0.1", 0))  # stands in for the Streamlit server the open waits for
     port = server.getsockname()[1]
 
     def fake_main(args, prog_name, standalone_mode):
@@ -81,9 +80,7 @@ def test_the_archive_opens_once_the_server_listens_and_warms_the_overview(synthe
     from explorer import preload
     from explorer.sources import resolve_source
 
-    with socket.socket() as reserved:  # a free port nothing listens on yet
-        reserved.bind(("127.0.0.1", 0))
-        port = reserved.getsockname()[1]
+    port = _free_port()
     future = preload.open_in_background("wait-spec", resolve_source(str(synthetic_dir)), serving_at=("0.0.0.0", port))
     time.sleep(1.0)
     assert not future.done()  # no open while Streamlit starts: imports and the open would slow it
@@ -104,11 +101,8 @@ def test_the_archive_opens_once_the_server_listens_and_warms_the_overview(synthe
 def test_wait_until_listening_gives_up_after_its_limit():
     from explorer.preload import wait_until_listening
 
-    with socket.socket() as reserved:
-        reserved.bind(("127.0.0.1", 0))
-        port = reserved.getsockname()[1]
     start = time.monotonic()
-    assert wait_until_listening("127.0.0.1", port, limit_s=0.3) is False
+    assert wait_until_listening("127.0.0.1", _free_port(), limit_s=0.3) is False
     assert 0.3 <= time.monotonic() - start < 5
 
 
