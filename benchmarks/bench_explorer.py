@@ -27,19 +27,10 @@ from explorer.query import Archive  # noqa: E402
 from explorer.sample import write_synthetic_archive  # noqa: E402
 from explorer.sources import resolve_source  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--use-gl=angle",
-    "--use-angle=swiftshader",
-    "--enable-unsafe-swiftshader",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-    "--disable-quic",
-]
+CHROMIUM = config.EXPLORER_CHROMIUM
+# BENCH_CHROMIUM_EXTRA_ARGS (space-separated) adds flags, e.g. "--use-gl=angle --use-angle=swiftshader" to compare
+# with sessions 1-5, which ran SwiftShader as the GPU for raster and compositing too.
+CHROMIUM_ARGS = list(config.EXPLORER_CHROMIUM_ARGS) + os.environ.get("BENCH_CHROMIUM_EXTRA_ARGS", "").split()
 
 
 def machine() -> str:
@@ -174,6 +165,7 @@ def bench_browser(source: Path, n: int) -> None:
     url = f"http://127.0.0.1:{port}"
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        print(f"chromium {browser.version}: {' '.join(CHROMIUM_ARGS)}")
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         # Cold start as a user has it: from `kernel-archive explore SOURCE` (which checks the source, then
         # serves the app in the same process) to the overview drawn in the browser.

@@ -246,6 +246,22 @@ EXPLORER_OPEN_AFTER_LISTEN_MAX_S = 30.0  # `explore` opens the archive once the 
 EXPLORER_LISTEN_POLL_S = 0.05  # how often that open checks whether the server listens yet
 EXPLORER_WARM_UP_DELAY_S = 3.0  # after opening an archive, wait this long before loading embeddings + query model
 EXPLORER_HUB_PATTERNS = ("data/*.parquet", "README.md", "*.parquet")  # what a Hub source downloads
+# Headless Chromium for the browser tests and the explorer benchmark, configured as Chrome runs for a user
+# without a usable GPU: software raster and compositing, SwiftShader only as the WebGL fallback (the map's
+# scattergl). `--use-angle=swiftshader` instead makes SwiftShader act as a GPU for everything (a mode for GPU
+# code paths on bots): every tile and canvas is then rastered through emulated GL, which no user pays (on the
+# 2-core box ~0.4 s of a cold start; docs/explorer.md).
+EXPLORER_CHROMIUM = "/usr/bin/chromium"
+EXPLORER_CHROMIUM_ARGS = (
+    "--headless",
+    "--no-sandbox",
+    "--enable-unsafe-swiftshader",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-quic",
+)
 
 # --- verification engine, child side (builder/verify/child.py, checks.py, timing.py, static_scan.py) ---
 POISON_FREE_FRACTION = 0.5  # share of free GPU memory the NaN poison may take (POISON_BYTES caps it)

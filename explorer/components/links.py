@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from urllib.parse import quote
 
 import pandas as pd
 import streamlit as st
@@ -68,6 +69,42 @@ def kernel_table(frame: pd.DataFrame, key: str, height: int | None = None) -> No
     for name in ("runtime_ms", "eager_ms", "compile_ms"):
         column_config[name] = st.column_config.NumberColumn(name, format="%.4f")
     st.dataframe(shown, column_config=column_config, hide_index=True, key=key, height=height or "auto")
+
+
+def markdown_cell(text: object) -> str:
+    """Archive text as one Markdown table cell: shown literally, on one line."""
+    return plain(" ".join(str(text).split()))
+
+
+def markdown_kernel_table(frame: pd.DataFrame) -> None:
+    """A short kernel list as a Markdown table whose kernel and task cells link to their pages.
+
+    For a few rows on a summary page: Markdown is drawn with the app itself, where st.dataframe first loads its
+    grid (~1.2 MB of JavaScript to parse; ~0.3-0.4 s of the overview's cold start on the 2-core box).
+    """
+    if frame.empty:
+        st.caption("No ranking-eligible kernels yet.")
+        return
+    rows = [
+        "| kernel | task | op | model | runtime (ms) | vs eager | vs torch.compile |",
+        "|---|---|---|---|--:|--:|--:|",
+    ]
+    for row in frame.itertuples(index=False):
+        kernel = f"[{markdown_cell(row.kernel_name)}](kernel?id={quote(str(row.kernel_id), safe='')})"
+        task = f"[{markdown_cell(row.task_id)}](task?id={quote(str(row.task_id), safe='/')})"
+        numbers = [
+            _number(row.runtime_ms, "{:.4f}"),
+            _number(row.speedup_eager, "{:.2f}x"),
+            _number(row.speedup_compile, "{:.2f}x"),
+        ]
+        rows.append(
+            "| " + " | ".join([kernel, task, markdown_cell(row.op_name), markdown_cell(row.model), *numbers]) + " |"
+        )
+    st.markdown("\n".join(rows))
+
+
+def _number(value: object, pattern: str) -> str:
+    return "–" if value is None or pd.isna(value) else pattern.format(value)
 
 
 def quick_links(frame: pd.DataFrame, label_column: str = "kernel_name", n: int = config.EXPLORER_QUICK_LINKS) -> None:

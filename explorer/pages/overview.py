@@ -7,7 +7,7 @@ import streamlit as st
 
 from explorer.components.charts import bar_counts, fast_p_chart, log_histogram, show
 from explorer.components.context import current_archive, page_errors
-from explorer.components.links import kernel_table, quick_links
+from explorer.components.links import markdown_kernel_table, quick_links
 
 with page_errors():
     archive = current_archive()
@@ -50,5 +50,5 @@ with page_errors():
 
     st.subheader("Top kernels")
     top = overview.top
-    kernel_table(top, key="top_table")
-    quick_links(top)
+    markdown_kernel_table(top)
+    quick_links(top)  # the table's links open a new tab; these stay in the app

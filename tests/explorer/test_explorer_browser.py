@@ -17,19 +17,7 @@ import pytest
 from builder import config
 from explorer.filters import Filters
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--use-gl=angle",
-    "--use-angle=swiftshader",
-    "--enable-unsafe-swiftshader",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-    "--disable-quic",
-]
+CHROMIUM = Path(config.EXPLORER_CHROMIUM)
 WAIT_MS = 90_000  # a loaded 2-core CI box; pages normally render in a second or two
 
 pytestmark = [
@@ -78,7 +66,7 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=list(config.EXPLORER_CHROMIUM_ARGS))
         yield chromium
         chromium.close()
 
@@ -146,6 +134,18 @@ def test_leaderboard_link_opens_kernel_page(server, page, synthetic_archive, tmp
     open_page(page, page.url, first["kernel_name"])
     assert page.locator('[data-testid="stCode"]').first.inner_text().strip() != ""
     page.screenshot(path=str(tmp_path / "kernel_from_leaderboard.png"), full_page=True)
+
+
+def test_overview_top_kernel_link_opens_its_kernel_page(server, page, synthetic_archive):
+    open_page(page, server + "/", "Verified kernel archive", charts=5)
+    top = synthetic_archive.overview().top.iloc[0]
+    link = page.locator('[data-testid="stMarkdownContainer"] table a[href^="kernel?id="]').first
+    assert link.get_attribute("href") == f"kernel?id={top['kernel_id']}"
+    with page.expect_popup() as popup:  # Streamlit opens Markdown links in a new tab
+        link.click()
+    kernel_page = popup.value
+    kernel_page.wait_for_url(f"**/kernel?id={top['kernel_id']}", timeout=WAIT_MS)
+    open_page(kernel_page, kernel_page.url, top["kernel_name"])
 
 
 def test_map_canvas_is_not_blank(server, page, tmp_path):
