@@ -209,6 +209,7 @@ UPLOAD_LARGE_FOLDER_BYTES = 5 << 30  # past this, publish uses upload_large_fold
 # --- verification engine, parent side (builder/verify/engine.py, sandbox.py, compile.py, pool.py) ----
 BWRAP_PROBE_TIMEOUT_S = 10.0  # `bwrap ... true` must finish within this to count as usable
 SANDBOX_KILL_GRACE_S = 2.0  # wait for a killed process group to be reaped
+SANDBOX_CANCEL_POLL_S = 0.2  # how often a wait that can be cancelled (a stopping build) checks for it
 CPU_EXTENSION_CFLAGS = ("-O3",)
 # No --use_fast_math by default: it changes numerics (VerifyOptions.fast_math opts in).
 CUDA_EXTENSION_CFLAGS = ("-O3",)

@@ -22,6 +22,7 @@ from builder import config
 from builder.tasks import Task
 from builder.verify import environment, verdict
 from builder.verify.pool import build_job, read_result, run_child
+from builder.verify.sandbox import SandboxCancelled
 
 if TYPE_CHECKING:
     from builder.verify.engine import VerifyOptions
@@ -49,7 +50,9 @@ class BaselineCache:
         env = {"TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"), "TRITON_CACHE_DIR": str(root / "triton")}
         return env, [root]
 
-    def prewarm(self, task: Task, options: VerifyOptions, executor: ThreadPoolExecutor) -> None:
+    def prewarm(
+        self, task: Task, options: VerifyOptions, executor: ThreadPoolExecutor, cancel: threading.Event | None = None
+    ) -> None:
         """Compile the task's torch.compile baseline in a parallel child (no timing), so that the measured
         baseline, run later on the evaluation worker, finds inductor's caches warm. The serial
         torch.compile cost per task otherwise dominates a GPU build."""
@@ -59,15 +62,17 @@ class BaselineCache:
         with self._lock:
             if key in self._warming or (self.directory / f"{key}.json").exists():
                 return
-            self._warming[key] = executor.submit(self._warm, task, options)
+            self._warming[key] = executor.submit(self._warm, task, options, cancel)
 
-    def _warm(self, task: Task, options: VerifyOptions) -> None:
+    def _warm(self, task: Task, options: VerifyOptions, cancel: threading.Event | None = None) -> None:
         scratch = Path(tempfile.mkdtemp(prefix="ka-warm-"))
         try:
             job = build_job(task, None, None, options, "baseline", scratch)
             job["warm_only"] = True
             env, writable = self._compiler_cache()
-            run_child(job, scratch, options, config.BASELINE_TIMEOUT_S, env_extra=env, writable=writable)
+            run_child(job, scratch, options, config.BASELINE_TIMEOUT_S, env_extra=env, writable=writable, cancel=cancel)
+        except SandboxCancelled:
+            pass  # the build is stopping; the measured run (a later build) warms it again
         except Exception as exc:  # noqa: BLE001 - warming is an optimisation; the measured run reports failures
             log.warning("baseline warm-up of task %s failed: %s", task.id, exc)
         finally:

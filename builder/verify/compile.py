@@ -14,6 +14,7 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,8 +119,12 @@ def build_extension(
     fast_math: bool = False,
     device_index: int = 0,
     isolation: str | None = None,
+    cancel: threading.Event | None = None,
 ) -> CompileResult:
-    """Build one extension from `source` (one candidate or a shared batch) or reuse the cached build."""
+    """Build one extension from `source` (one candidate or a shared batch) or reuse the cached build.
+
+    Setting `cancel` (a build shutting down) kills a compile in flight: SandboxCancelled propagates and nothing
+    is cached, so the next build compiles this source again rather than reading a made-up failure."""
     if language not in SUFFIX_BY_LANGUAGE:
         raise ValueError(f"cannot compile language {language!r}")
     if backend == "cpu" and language == "cuda":
@@ -168,6 +173,7 @@ def build_extension(
                 gpu=False,
                 env_extra=_compile_env(backend, arch),
                 isolation=isolation,
+                cancel=cancel,
             )
         finally:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from functools import partial
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -241,11 +242,11 @@ class Verifier:
         self.options = options.with_seeds()  # one draw per build: every candidate sees the same trials
         self.baselines = BaselineCache(self.options.baseline_cache_dir)
 
-    def _build(self, source: str, language: str) -> CompileResult:
+    def _build(self, source: str, language: str, cancel: threading.Event | None = None) -> CompileResult:
         o = self.options
         return build_extension(source, language, o.backend, cache_dir=o.build_cache_dir,
                                timeout_s=o.compile_timeout_s, fast_math=o.fast_math,
-                               device_index=o.device_index, isolation=o.isolation)  # fmt: skip
+                               device_index=o.device_index, isolation=o.isolation, cancel=cancel)  # fmt: skip
 
     def _eval_workers(self) -> int:
         return max(1, environment.gpu_count()) if self.options.backend == "cuda" else 1
@@ -275,7 +276,7 @@ class Verifier:
                     window_size = max(1, self.options.batch_size) * max(1, self.options.compile_workers)
                     while not stop.is_set() and (window := list(islice(source, window_size))):
                         for _, task in window:
-                            self.baselines.prewarm(task, self.options, warmers)
+                            self.baselines.prewarm(task, self.options, warmers, cancel=stop)
                         sources = [(c.source, c.language) for c, _ in window]
                         for index, (candidate, _) in enumerate(window):
                             if candidate.language == "python":
@@ -284,7 +285,10 @@ class Verifier:
                         def ready(index: int, result: CompileResult, window: list = window) -> None:
                             offer((window[index], result))
 
-                        batching.compile_many(sources, self._build, self.options.batch_size, executor, ready)
+                        # A stopped stream (the build interrupted) kills compiles in flight and skips the rest:
+                        # the pool's exit, and the interpreter's, would otherwise wait for every nvcc to finish.
+                        build = partial(self._build, cancel=stop)
+                        batching.compile_many(sources, build, self.options.batch_size, executor, ready)
             except BaseException as exc:  # noqa: BLE001 - surfaced by stream() in the caller's thread
                 records.put(exc)
             finally:

@@ -195,8 +195,10 @@ def read_result(path: Path) -> dict[str, Any] | None:
 def run_child(job: dict[str, Any], scratch: Path, options: VerifyOptions, timeout_s: float,
               pooled: PooledChild | None = None, argv_prefix: list[str] | None = None,
               env_extra: dict[str, str] | None = None, writable: list[Path] | None = None,
+              cancel: threading.Event | None = None,
               ) -> tuple[dict[str, Any] | None, ChildOutcome]:  # fmt: skip
-    """Write the job into the scratch dir, run the child (pooled or fresh), read its result."""
+    """Write the job into the scratch dir, run the child (pooled or fresh), read its result (SandboxCancelled
+    once `cancel` is set)."""
     job_path = scratch / "job.json"
     job_path.write_text(json.dumps(job))
     if pooled is not None and not pooled.process.alive():
@@ -207,7 +209,7 @@ def run_child(job: dict[str, Any], scratch: Path, options: VerifyOptions, timeou
     if pooled is not None:
         pooled.process.restart_clock()
         pooled.process.send(str(job_path))
-        outcome = pooled.process.wait(timeout_s)
+        outcome = pooled.process.wait(timeout_s, cancel)
     else:
         outcome = run_sandboxed(
             [*(argv_prefix or []), *child_argv(str(job_path), options.child_module)],
@@ -218,5 +220,6 @@ def run_child(job: dict[str, Any], scratch: Path, options: VerifyOptions, timeou
             extra_binds=writable or (),
             isolation=options.isolation,
             ro_binds=job_inputs(job),
+            cancel=cancel,
         )
     return read_result(Path(job["result_path"])), outcome

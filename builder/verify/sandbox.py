@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Sequence
@@ -33,6 +34,10 @@ from builder import config
 # Every sandboxed process carries this variable; its value is unique per run (see _sweep_marked).
 MARKER_ENV = "KA_SANDBOX_RUN"
 ISOLATIONS = ("bwrap", "process")
+
+
+class SandboxCancelled(Exception):
+    """The caller stopped waiting (a build shutting down): the child was killed and has no outcome to record."""
 
 
 @dataclass
@@ -236,13 +241,26 @@ class SandboxedProcess:
             self.proc.kill()
             self.proc.wait()
 
-    def wait(self, timeout_s: float) -> ChildOutcome:
-        remaining = max(0.0, timeout_s - (time.monotonic() - self.started))
+    def wait(self, timeout_s: float, cancel: threading.Event | None = None) -> ChildOutcome:
+        """The child's outcome once it exits or `timeout_s` (from its start) passes; SandboxCancelled, the child
+        killed, as soon as `cancel` is set."""
+        deadline = self.started + timeout_s
         timed_out = False
-        try:
-            self.proc.wait(timeout=remaining)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+        while True:
+            remaining = max(0.0, deadline - time.monotonic())
+            slice_s = remaining if cancel is None else min(remaining, config.SANDBOX_CANCEL_POLL_S)
+            try:
+                self.proc.wait(timeout=slice_s)
+                break
+            except subprocess.TimeoutExpired:
+                if cancel is not None and cancel.is_set():
+                    self.kill()
+                    self._stdout.close()
+                    self._stderr.close()
+                    raise SandboxCancelled(f"stopped after {time.monotonic() - self.started:.1f} s") from None
+                if time.monotonic() >= deadline:
+                    timed_out = True
+                    break
         wall_s = time.monotonic() - self.started
         # Also after a normal exit: nothing the child started may outlive it.
         self.kill()
@@ -276,14 +294,18 @@ def run_sandboxed(
     env_extra: dict[str, str] | None = None,
     isolation: str | None = None,
     ro_binds: Sequence[str | Path] = (),
+    cancel: threading.Event | None = None,
 ) -> ChildOutcome:
     """Run argv sandboxed to completion or timeout; the whole process tree is gone when this returns.
 
     `extra_binds` are writable besides the scratch dir; `ro_binds` are inputs that must stay readable
-    although they lie under /tmp (which is private under bwrap)."""
+    although they lie under /tmp (which is private under bwrap). Once `cancel` is set (before the start or
+    during the run) this raises SandboxCancelled instead."""
+    if cancel is not None and cancel.is_set():
+        raise SandboxCancelled("stopped before the start")
     child = SandboxedProcess(argv, scratch_dir, extra_binds, gpu, env_extra, isolation, ro_binds=ro_binds)
     try:
-        return child.wait(timeout_s)
+        return child.wait(timeout_s, cancel)
     except BaseException:
         child.kill()
         raise

@@ -1,5 +1,6 @@
 """End to end through the real verify engine on the CPU backend (no fakes): build -> status -> export ->
-load_dataset, and SIGKILL mid-build -> rerun with nothing lost or duplicated.
+load_dataset, SIGKILL mid-build -> rerun with nothing lost or duplicated, and SIGTERM mid-compile -> a prompt
+exit that caches and stores nothing made up.
 
 Kept lean for CI: one task, two bundled .cpp candidates (one designed correct, one incorrect), compiled
 once (the engine's content-addressed compile cache and the build's baseline cache are reused by the
@@ -134,3 +135,39 @@ def test_real_engine_sigkill_mid_build_then_resume(e2e):
     with Store.open_existing(e2e["build"]) as store:
         expected = store.done_keys()
     assert survived <= final == expected and total == distinct == 2
+
+
+def test_sigterm_mid_compile_stops_at_once_and_leaves_no_made_up_verdict(e2e):
+    # A fresh compile cache, so the build is compiling (g++ with torch headers: tens of seconds) when the
+    # TERM arrives, as a timeout's or a scheduler's TERM finds a GPU build in nvcc. Before, the interpreter's
+    # exit waited for every compile in flight (exit 137 after `timeout -k 30`), and a compile killed at exit
+    # could leave a made-up failure in the cache.
+    out, cache = e2e["root"] / "termed", e2e["root"] / "cache-termed"
+    env = {**e2e["env"], "KA_CACHE_DIR": str(cache)}
+    proc = subprocess.Popen(
+        [*CLI, *e2e["args"], "--out", str(out)],
+        env=env,
+        cwd=config.REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None and not list(cache.glob("compile/builds/*/job.json")):
+        time.sleep(0.05)  # the compile's job file is written just before its sandboxed child starts
+    assert proc.poll() is None, stderr_of(proc)
+    time.sleep(2.0)  # the compiler is running
+    proc.send_signal(signal.SIGTERM)
+    termed = time.monotonic()
+    _, stderr = proc.communicate(timeout=60)
+    assert time.monotonic() - termed < 15, "the build waited for its compiles before exiting"
+    assert proc.returncode == 130, stderr.decode(errors="replace")
+    with Store.open_existing(out) as store:
+        assert store.done_keys() == set()  # nothing finished compiling, so nothing was stored
+        assert store.builds()[-1]["state"] == "interrupted"
+    cached_results = list(cache.rglob("result.json"))
+    assert cached_results == []  # the killed compile left no verdict behind
+
+
+def stderr_of(proc: subprocess.Popen) -> str:
+    proc.kill()
+    return proc.communicate()[1].decode(errors="replace")[-2000:]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -15,7 +17,7 @@ import pytest
 
 from builder.verify import batching
 from builder.verify.compile import build_extension, compiler_excerpt
-from builder.verify.sandbox import run_sandboxed
+from builder.verify.sandbox import SandboxCancelled, run_sandboxed
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sandbox"
 
@@ -114,6 +116,20 @@ def test_compile_timeout_is_reported_and_not_cached(tmp_path):
     assert not result.ok and result.timed_out and "compile" in result.error
     (cached_result,) = [p for p in (tmp_path / "builds").iterdir() if p.is_dir()]
     assert not (cached_result / "result.json").exists()
+
+
+def test_cancelled_compile_raises_and_caches_nothing(tmp_path):
+    # A build interrupted mid-compile (SIGTERM, Ctrl-C) must not leave a made-up failure in the cache that
+    # the resumed build would then record as the candidate's compile error.
+    source = fixture("add_one.cpp") + "\n// cancel probe\n"
+    cancel = threading.Event()
+    threading.Timer(1.0, cancel.set).start()
+    started = time.monotonic()
+    with pytest.raises(SandboxCancelled):
+        build_extension(source, "cpp", "cpu", cache_dir=tmp_path, timeout_s=240, cancel=cancel)
+    assert time.monotonic() - started < 15  # not the ~20-40 s the compile takes
+    (build_dir,) = [p for p in (tmp_path / "builds").iterdir() if p.is_dir()]
+    assert not (build_dir / "result.json").exists()
 
 
 def test_plan_keeps_unsafe_candidates_alone_with_a_reason():

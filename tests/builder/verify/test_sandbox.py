@@ -6,6 +6,7 @@ import json
 import secrets
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -77,6 +78,36 @@ def test_infinite_loop_times_out_and_leaves_nothing(tmp_path, isolation):
     assert time.monotonic() - started < 30
     assert "timed out" in outcome.describe()
     assert processes_with(marker) == []
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_cancel_kills_a_running_child_at_once_and_leaves_nothing(tmp_path, isolation):
+    marker = f"ka-test-cancel-{secrets.token_hex(6)}"
+    cancel = threading.Event()
+    threading.Timer(0.5, cancel.set).start()
+    started = time.monotonic()
+    with pytest.raises(sandbox.SandboxCancelled):
+        run_sandboxed(python("import time; time.sleep(60)", marker), tmp_path, timeout_s=60, isolation=isolation,
+                      cancel=cancel)  # fmt: skip
+    assert time.monotonic() - started < 0.5 + 2 * config.SANDBOX_CANCEL_POLL_S + config.SANDBOX_KILL_GRACE_S + 3
+    assert processes_with(marker) == []
+
+
+def test_cancel_set_before_the_start_starts_nothing(tmp_path):
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(sandbox.SandboxCancelled):
+        run_sandboxed(python("open('ran', 'w')"), tmp_path, timeout_s=60, isolation="process", cancel=cancel)
+    assert not (tmp_path / "ran").exists()
+
+
+def test_an_unset_cancel_changes_nothing(tmp_path):
+    outcome = run_sandboxed(python("print('done')"), tmp_path, timeout_s=60, isolation="process",
+                            cancel=threading.Event())  # fmt: skip
+    assert outcome.returncode == 0 and "done" in outcome.stdout_tail
+    looped = run_sandboxed(python("while True: pass"), tmp_path, timeout_s=1.0, isolation="process",
+                           cancel=threading.Event())  # fmt: skip
+    assert looped.timed_out
 
 
 @pytest.mark.parametrize("isolation", ISOLATIONS)
