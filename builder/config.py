@@ -208,6 +208,7 @@ UPLOAD_LARGE_FOLDER_BYTES = 5 << 30  # past this, publish uses upload_large_fold
 
 # --- verification engine, parent side (builder/verify/engine.py, sandbox.py, compile.py, pool.py) ----
 BWRAP_PROBE_TIMEOUT_S = 10.0  # `bwrap ... true` must finish within this to count as usable
+BUILDER_COMMIT_ENV = "KA_BUILDER_COMMIT"  # the code's commit where the tree has no .git (records' builder_version)
 SANDBOX_KILL_GRACE_S = 2.0  # wait for a killed process group to be reaped
 SANDBOX_CANCEL_POLL_S = 0.2  # how often a wait that can be cancelled (a stopping build) checks for it
 CPU_EXTENSION_CFLAGS = ("-O3",)

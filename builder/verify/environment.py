@@ -14,6 +14,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from builder import config
+
 SMI_TIMEOUT_S = 20.0
 
 
@@ -91,12 +93,32 @@ def torch_versions() -> tuple[str, str | None]:
 
 @functools.lru_cache(maxsize=1)
 def builder_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    """The builder's version and the commit of its code, as a PEP 440 local label (`0.1.0+g1a2b3c4d5e6f`,
+    `.dirty` when tracked files had uncommitted changes), so a record names the code that verified it.
 
-    try:
-        return version("verified-kernel-archive")
-    except PackageNotFoundError:
-        return "0+unknown"
+    The commit comes from KA_BUILDER_COMMIT when set (a copy of the tree without .git, as on a lent GPU box:
+    `benchmarks/device/build_sample.sh` says how), else from git; the bare version when neither is known."""
+    from builder import __version__
+
+    commit = _commit_from_env() or _commit_from_git(config.REPO_ROOT)
+    return f"{__version__}+{commit}" if commit else __version__
+
+
+def _commit_from_env() -> str | None:
+    value = os.environ.get(config.BUILDER_COMMIT_ENV, "").strip().lower()
+    match = re.fullmatch(r"g?([0-9a-f]{7,40})(\.dirty)?", value)
+    return f"g{match.group(1)[:12]}{match.group(2) or ''}" if match else None
+
+
+def _commit_from_git(root: Path) -> str | None:
+    git = shutil.which("git")
+    if git is None or not (root / ".git").exists():
+        return None
+    head = _run([git, "-C", str(root), "rev-parse", "--short=12", "HEAD"])
+    changes = _run([git, "-C", str(root), "status", "--porcelain", "--untracked-files=no"])
+    if not head or changes is None:
+        return None
+    return f"g{head.strip()}" + (".dirty" if changes.strip() else "")
 
 
 def environment_fields(backend: str, device_index: int = 0) -> dict[str, str | None]:

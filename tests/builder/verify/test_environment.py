@@ -1,0 +1,69 @@
+"""The builder version a record carries: the package version plus the commit of the code that verified it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from packaging.version import Version
+
+import builder
+from builder import config
+from builder.verify import environment
+
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+
+
+def git(root, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, env=env, check=True)
+    return done.stdout.strip()
+
+
+@needs_git
+def test_commit_from_git_names_head_and_marks_uncommitted_tracked_changes(tmp_path):
+    git(tmp_path, "init", "-q")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git(tmp_path, "add", "code.py")
+    git(tmp_path, "commit", "-q", "-m", "one")
+    head = git(tmp_path, "rev-parse", "HEAD")
+    assert environment._commit_from_git(tmp_path) == f"g{head[:12]}"
+    (tmp_path / "scratch.txt").write_text("untracked files do not change the code that runs\n")
+    assert environment._commit_from_git(tmp_path) == f"g{head[:12]}"
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert environment._commit_from_git(tmp_path) == f"g{head[:12]}.dirty"
+
+
+def test_no_git_checkout_means_no_commit(tmp_path):
+    assert environment._commit_from_git(tmp_path) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("1a2b3c4d5e6f7a8b9c0d1a2b3c4d5e6f7a8b9c0d", "g1a2b3c4d5e6f"),
+        ("g1A2B3C4", "g1a2b3c4"),
+        ("1a2b3c4d5e6f.dirty", "g1a2b3c4d5e6f.dirty"),
+        ("not-a-commit; rm -rf /", None),
+        ("", None),
+    ],
+)
+def test_commit_from_env_accepts_only_commit_ids(monkeypatch, value, expected):
+    monkeypatch.setenv(config.BUILDER_COMMIT_ENV, value)
+    assert environment._commit_from_env() == expected
+
+
+def test_builder_version_is_pep440_with_the_commit_from_the_environment_first(monkeypatch):
+    monkeypatch.setenv(config.BUILDER_COMMIT_ENV, "abcdef1234567")
+    environment.builder_version.cache_clear()
+    try:
+        version = environment.builder_version()
+        assert version == f"{builder.__version__}+gabcdef123456"
+        assert str(Version(version)) == version
+        monkeypatch.delenv(config.BUILDER_COMMIT_ENV)
+        monkeypatch.setattr(environment, "_commit_from_git", lambda root: None)
+        environment.builder_version.cache_clear()
+        assert environment.builder_version() == builder.__version__
+    finally:
+        environment.builder_version.cache_clear()
