@@ -24,10 +24,10 @@ import pandas as pd
 from builder import config
 from builder.errors import UsageError
 from explorer.filters import Filters
-from explorer.query_base import BASELINES, LIGHT_COLUMNS, SORTABLE, TABLE_COLUMNS, reads_parquet  # noqa: F401
+from explorer.query_base import BASELINES, LIGHT_COLUMNS, SORTABLE, TABLE_COLUMNS, materialise, reads_parquet  # noqa: F401
 from explorer.query_map import MapMixin
 from explorer.query_search import SearchMixin
-from explorer.sources import ResolvedSource, records_sql
+from explorer.sources import ResolvedSource
 
 
 @dataclass(frozen=True)
@@ -41,25 +41,15 @@ class Overview:
 
 
 class Archive(MapMixin, SearchMixin):
-    def __init__(self, source: ResolvedSource):
+    def __init__(self, source: ResolvedSource, materialised: duckdb.DuckDBPyConnection | None = None):
+        """Open `source`; `materialised` is its connection from `query_base.materialise` when already made."""
         self.source = source
-        self._con = duckdb.connect(":memory:")
+        self._con = materialised if materialised is not None else materialise(source)
         self._lock = threading.Lock()
         self._cache: OrderedDict[tuple, Any] = OrderedDict()
         self._pending: dict[tuple, Future] = {}
         self._embeddings: tuple[np.ndarray, np.ndarray] | None = None
         self._code_loaded = False
-        try:
-            self._con.execute(f"CREATE VIEW records AS {records_sql(source)}")
-            cols = ", ".join(f'"{c}"' for c in LIGHT_COLUMNS)
-            # One thread: DuckDB's parallel Parquet scan spends twice the CPU on this many narrow columns
-            # (measured on 100k records: 1.1 s of CPU for 0.8 s wall vs 0.6 s for 0.6 s), CPU the server and
-            # the browser loading the app share at start. Queries after it use every thread.
-            self._con.execute("SET threads = 1")
-            self._con.execute(f"CREATE TABLE kernels AS SELECT {cols} FROM records")
-            self._con.execute("RESET threads")
-        except duckdb.Error as exc:
-            raise UsageError(f"cannot load {source.label}: {str(exc).splitlines()[0]}") from None
         self.size = self._con.execute("SELECT count(*) FROM kernels").fetchone()[0]
         if self.size == 0:
             raise UsageError(f"{source.label} holds no kernel records")

@@ -76,17 +76,32 @@ def test_launch_serves_the_checked_archive_in_process(synthetic_dir, monkeypatch
     assert preload.take(seen["spec"]) is None
 
 
-def test_the_archive_opens_once_the_server_listens_and_warms_the_overview(synthetic_dir):
+def test_the_scan_runs_at_once_the_query_layer_once_the_server_listens_and_warms_the_overview(
+    synthetic_dir, monkeypatch
+):
+    import explorer.query as query
+    import explorer.query_base as query_base
     from explorer import preload
     from explorer.sources import resolve_source
 
+    events = []
+    real_materialise, real_init = query_base.materialise, query.Archive.__init__
+
+    def archive_init(self, source, materialised=None):
+        events.append(("archive", materialised is not None))
+        real_init(self, source, materialised)
+
+    monkeypatch.setattr(query_base, "materialise", lambda source: events.append("scan") or real_materialise(source))
+    monkeypatch.setattr(query.Archive, "__init__", archive_init)
     port = _free_port()
     future = preload.open_in_background("wait-spec", resolve_source(str(synthetic_dir)), serving_at=("0.0.0.0", port))
     time.sleep(1.0)
-    assert not future.done()  # no open while Streamlit starts: imports and the open would slow it
+    # The scan (GIL-free) ran while Streamlit would be starting; the query layer (pandas) waits for the server.
+    assert events == ["scan"] and not future.done()
     with socket.create_server(("127.0.0.1", port)):
         archive = preload.take("wait-spec")
         assert archive.size == 300
+        assert events == ["scan", ("archive", True)]  # the archive took the scanned connection, no second scan
         for thread in threading.enumerate():  # the open's thread ends once it has run the overview's queries
             if thread.name == "explorer-open":
                 thread.join(timeout=60)
