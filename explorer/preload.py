@@ -1,4 +1,4 @@
-"""The archive `kernel-archive explore` opens for the app, in the background, once the server listens.
+"""The archive `kernel-archive explore` opens for the app in the background: scanned at once, ready once serving.
 
 `kernel-archive explore` checks the source (files, schema and record count from the Parquet footers: a bad one is
 a one-line error before any server starts) and serves the app in the same process at once. The heavy part runs

@@ -9,7 +9,7 @@ from typing import Any
 import duckdb
 
 from builder.errors import ArchiveError, UsageError
-from explorer.sources import records_sql
+from explorer.sources import ResolvedSource, records_sql
 from schemas import field_names
 
 HEAVY_COLUMNS = (
@@ -58,7 +58,7 @@ def reads_parquet(method: Callable) -> Callable:
     return wrapper
 
 
-def materialise(source: Any) -> duckdb.DuckDBPyConnection:
+def materialise(source: ResolvedSource) -> duckdb.DuckDBPyConnection:
     """A connection holding the `records` view over the source's Parquet files and the in-memory `kernels` table
     of their light columns. Needs DuckDB alone (no pandas): `kernel-archive explore` runs it while Streamlit
     imports, the scan on the other core (DuckDB releases the GIL while it scans)."""
