@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from typing import Optional
 
@@ -58,6 +59,7 @@ def explore(
     os.environ[config.EXPLORER_SOURCE_ENV] = spec
     # The server runs in this process: the app's first page takes this archive (opened once the server listens,
     # while the browser loads the app) instead of opening it again.
+    gc.disable()  # for the imports until the archive is open: explorer.preload says why and enables it again
     preload.open_in_background(spec, resolved, serving_at=(address, port))
     typer.echo(f"explorer: http://{address}:{port}/", err=True)
     from streamlit.web import cli as streamlit_cli

@@ -26,6 +26,7 @@ STILL_SKELETONS = "<style>[data-testid='stSkeleton'] { animation: none !importan
 @st.cache_resource(show_spinner="Opening the archive ...")
 def _open(spec: str) -> Archive:
     archive = preload.take(spec) or Archive(resolve_source(spec))
+    preload.freeze_heap()
     threading.Thread(target=_warm_up, args=(archive,), name="explorer-warm-up", daemon=True).start()
     return archive
 
@@ -39,6 +40,8 @@ def _warm_up(archive: Archive) -> None:
         query_encoder(archive.embedding_model())
     except Exception:  # noqa: BLE001 - the search page reports these problems when a user gets there
         pass
+    preload.freeze_heap(collect_first=True)
+
 
 
 def current_archive(show_source: bool = True) -> Archive:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
 import subprocess
 import sys
 import threading
 import time
+import weakref
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -102,15 +104,67 @@ def test_the_scan_runs_at_once_the_query_layer_once_the_server_listens_and_warms
         archive = preload.take("wait-spec")
         assert archive.size == 300
         assert events == ["scan", ("archive", True)]  # the archive took the scanned connection, no second scan
-        for thread in threading.enumerate():  # the open's thread ends once it has run the overview's queries
-            if thread.name == "explorer-open":
-                thread.join(timeout=60)
+        _join_background_opens()  # the open's thread ends once it has run the overview's queries
     # The overview's queries were computed in the background: the page's own call finds every one cached.
     computed = []
     original = archive.cursor
     archive.cursor = lambda: computed.append(1) or original()
     overview = archive.overview()
     assert computed == [] and overview.totals["kernels"] == 300
+
+
+def _join_background_opens() -> None:
+    for thread in threading.enumerate():
+        if thread.name == "explorer-open":
+            thread.join(timeout=60)
+
+
+def test_the_collector_is_off_while_the_server_starts_and_on_with_the_heap_frozen_once_open(
+    synthetic_dir, monkeypatch
+):
+    from streamlit.web import cli as streamlit_cli
+
+    from explorer import preload
+
+    seen = {}
+    monkeypatch.setattr(streamlit_cli, "main", lambda **_: seen.update(collecting=gc.isenabled()))
+    monkeypatch.delenv(config.EXPLORER_SOURCE_ENV, raising=False)
+    monkeypatch.setattr(config, "EXPLORER_OPEN_AFTER_LISTEN_MAX_S", 60.0)
+    port = _free_port()
+    frozen_before = gc.get_freeze_count()
+    try:
+        explore_cli.explore(str(synthetic_dir), port=port, address="127.0.0.1", check_only=False)
+        assert seen == {"collecting": False}  # Streamlit's imports ran without full collections
+        with socket.create_server(("127.0.0.1", port)):  # the server listens: the archive opens
+            assert preload.take(str(synthetic_dir)).size == 300
+            _join_background_opens()
+        assert gc.isenabled()
+        assert gc.get_freeze_count() > frozen_before  # what the open left alive is out of later collections
+    finally:
+        gc.enable()
+
+
+def test_freeze_heap_collects_garbage_first_and_keeps_what_lives_out_of_later_collections():
+    from explorer.preload import freeze_heap
+
+    class Node:
+        pass
+
+    gc.disable()  # no automatic collection may free the cycle before freeze_heap
+    try:
+        garbage = Node()
+        garbage.me = garbage  # a cycle: only the collector frees it
+        garbage_ref = weakref.ref(garbage)
+        del garbage
+        live = [Node() for _ in range(1000)]
+        frozen_before = gc.get_freeze_count()
+        freeze_heap(collect_first=True)
+    finally:
+        gc.enable()
+    assert garbage_ref() is None  # collected before the freeze, not kept for the server's life
+    assert gc.get_freeze_count() >= frozen_before + len(live)
+    tracked = {id(obj) for obj in gc.get_objects()}
+    assert not any(id(node) in tracked for node in live)  # later collections do not walk them
 
 
 def test_wait_until_listening_gives_up_after_its_limit():
@@ -150,7 +204,13 @@ def test_a_failed_background_open_reaches_the_terminal_and_the_page(synthetic_di
         (damaged / f.name).write_bytes(bytes(data))
     broken = resolve_source(str(damaged))
     assert broken.count_records() == resolved.count_records()
-    preload.open_in_background("damaged-spec", broken).exception(timeout=60)
+    gc.disable()  # as `explore` leaves it for the open
+    try:
+        preload.open_in_background("damaged-spec", broken).exception(timeout=60)
+        _join_background_opens()
+        assert gc.isenabled()  # a failed open turns the collector back on too
+    finally:
+        gc.enable()
     with pytest.raises(ArchiveError, match="cannot"):
         preload.take("damaged-spec")
     err = capsys.readouterr().err.strip().splitlines()
