@@ -43,7 +43,6 @@ def _warm_up(archive: Archive) -> None:
     preload.freeze_heap(collect_first=True)
 
 
-
 def current_archive(show_source: bool = True) -> Archive:
     """The archive named by the environment (set by `kernel-archive explore`); stops the page with a message.
 

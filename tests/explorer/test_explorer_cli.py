@@ -119,9 +119,7 @@ def _join_background_opens() -> None:
             thread.join(timeout=60)
 
 
-def test_the_collector_is_off_while_the_server_starts_and_on_with_the_heap_frozen_once_open(
-    synthetic_dir, monkeypatch
-):
+def test_the_collector_is_off_while_the_server_starts_and_on_with_the_heap_frozen_once_open(synthetic_dir, monkeypatch):
     from streamlit.web import cli as streamlit_cli
 
     from explorer import preload
