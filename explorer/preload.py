@@ -8,10 +8,10 @@ so it overlaps Streamlit's imports on the other core), then, once the server lis
 computes the overview page's queries, so the first page finds them done. The first page takes the archive from
 here instead of reading the Parquet files a second time.
 
-The garbage collector stays off from the CLI's start until the archive is open: the imports behind the app
-leave ~120k objects that live as long as the server, and each automatic full collection on the way walks all of
-them again (0.2-0.5 s in all on the 2-core box, half of it before the server listens). Once open, those objects
-are frozen out of later collections and the collector runs again.
+The garbage collector is off from the start of this open until it ends (`explore` turns it off): the imports
+behind the app leave ~120k objects that live as long as the server, and each automatic full collection on the
+way walks all of them again (0.2-0.5 s in all on the 2-core box, half of it before the server listens). Once
+open, those objects are frozen out of later collections and the collector runs again.
 """
 
 from __future__ import annotations
