@@ -244,8 +244,9 @@ EXPLORER_MAP_DENSITY_BINS = 160  # the density image beneath a sampled map is th
 EXPLORER_MAP_MIN_PER_GROUP = 200  # a sampled map keeps at least this many points (or all) of every colour value
 EXPLORER_FAST_P_MAX = 10.0  # the fast_p curve spans p in [0, this]
 EXPLORER_FAST_P_POINTS = 101
-EXPLORER_OPEN_AFTER_LISTEN_MAX_S = 30.0  # `explore` opens the archive once the server listens, or after this
-EXPLORER_LISTEN_POLL_S = 0.05  # how often that open checks whether the server listens yet
+EXPLORER_OPEN_AFTER_SERVING_MAX_S = 30.0  # `explore` opens the archive once the server serves, or after this
+EXPLORER_SERVING_POLL_S = 0.05  # how often that open asks the server's health endpoint
+EXPLORER_HEALTH_PATH = "/_stcore/health"  # asked until Streamlit answers (see preload.wait_until_serving)
 EXPLORER_WARM_UP_DELAY_S = 3.0  # after opening an archive, wait this long before loading embeddings + query model
 EXPLORER_HUB_PATTERNS = ("data/*.parquet", "README.md", "*.parquet")  # what a Hub source downloads
 # Headless Chromium for the browser tests and the explorer benchmark, configured as Chrome runs for a user

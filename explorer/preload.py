@@ -3,22 +3,22 @@
 `kernel-archive explore` checks the source (files, schema and record count from the Parquet footers: a bad one is
 a one-line error before any server starts) and serves the app in the same process at once. The heavy part runs
 in a thread: at once the scan of the light columns into DuckDB (~0.5 s for 100k kernels; DuckDB releases the GIL,
-so it overlaps Streamlit's imports on the other core), then, once the server listens, the query layer's imports
+so it overlaps Streamlit's imports on the other core), then, once the server serves, the query layer's imports
 (pandas: ~0.5 s holding the GIL, which before that would only slow Streamlit's own start). The thread then
 computes the overview page's queries, so the first page finds them done. The first page takes the archive from
 here instead of reading the Parquet files a second time.
 
 The garbage collector is off from the start of this open until it ends (`explore` turns it off): the imports
 behind the app leave ~120k objects that live as long as the server, and each automatic full collection on the
-way walks all of them again (0.2-0.5 s in all on the 2-core box, half of it before the server listens). Once
+way walks all of them again (0.2-0.5 s in all on the 2-core box, half of it before the server serves). Once
 open, those objects are frozen out of later collections and the collector runs again.
 """
 
 from __future__ import annotations
 
 import gc
+import http.client
 import inspect
-import socket
 import sys
 import threading
 import time
@@ -37,7 +37,7 @@ _LOCK = threading.Lock()
 
 
 def open_in_background(spec: str, source: ResolvedSource, serving_at: tuple[str, int] | None = None) -> Future:
-    """Start opening `source` for the app (after the server at `serving_at` listens, when given); a failure is
+    """Start opening `source` for the app (after the server at `serving_at` serves, when given); a failure is
     printed as one line and re-raised to the page that takes it (which shows it as a message)."""
     future: Future = Future()
 
@@ -56,7 +56,7 @@ def open_in_background(spec: str, source: ResolvedSource, serving_at: tuple[str,
 
             materialised = materialise(source)
             if serving_at is not None:
-                wait_until_listening(*serving_at, limit_s=config.EXPLORER_OPEN_AFTER_LISTEN_MAX_S)
+                wait_until_serving(*serving_at, limit_s=config.EXPLORER_OPEN_AFTER_SERVING_MAX_S)
             from explorer.query import Archive  # pandas (~0.5 s of imports holding the GIL): once serving
 
             archive = Archive(source, materialised)
@@ -105,15 +105,26 @@ def take(spec: str) -> Archive | None:
     return None if future is None else future.result()
 
 
-def wait_until_listening(address: str, port: int, limit_s: float) -> bool:
-    """Poll until something accepts connections at address:port (a wildcard address is reached on loopback);
-    False when `limit_s` passed first."""
+def wait_until_serving(address: str, port: int, limit_s: float) -> bool:
+    """Poll Streamlit's health endpoint at address:port until an HTTP answer comes (a wildcard address is
+    reached on loopback); False when `limit_s` passed first.
+
+    Not a bare connect: Streamlit binds and listens on its socket before it imports its web server and scans
+    the installed distributions for components, so connections are accepted ~0.5 s before anything serves.
+    Any status will do (a `server.baseUrlPath` in the user's Streamlit config moves the endpoint): an answer
+    means the server's own start is over.
+    """
     host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(address, address)
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
+        connection = http.client.HTTPConnection(host, port, timeout=config.EXPLORER_SERVING_POLL_S * 10)
         try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return True
-        except OSError:
-            time.sleep(config.EXPLORER_LISTEN_POLL_S)
+            connection.request("GET", config.EXPLORER_HEALTH_PATH)
+            connection.getresponse()
+            return True
+        except (OSError, http.client.HTTPException):
+            pass
+        finally:
+            connection.close()
+        time.sleep(config.EXPLORER_SERVING_POLL_S)
     return False

@@ -57,7 +57,7 @@ def explore(
         return
     spec = resolved.spec if not os.path.exists(resolved.spec) else os.path.abspath(resolved.spec)
     os.environ[config.EXPLORER_SOURCE_ENV] = spec
-    # The server runs in this process: the app's first page takes this archive (opened once the server listens,
+    # The server runs in this process: the app's first page takes this archive (opened once the server serves,
     # while the browser loads the app) instead of opening it again.
     gc.disable()  # for the imports until the archive is open: explorer.preload says why and enables it again
     preload.open_in_background(spec, resolved, serving_at=(address, port))

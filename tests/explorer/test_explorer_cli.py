@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import http.server
 import os
 import socket
 import subprocess
@@ -10,6 +12,7 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -45,6 +48,29 @@ def test_check_reports_the_source(synthetic_dir, capsys):
     assert "300 kernels (synthetic archive" in capsys.readouterr().err
 
 
+@contextlib.contextmanager
+def _healthy_server(port: int = 0) -> Iterator[int]:
+    """Stands in for the Streamlit server the open waits for: answers HTTP (200 at its health path, 404 elsewhere,
+    as under a `server.baseUrlPath`); yields the port."""
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the name http.server calls
+            self.send_response(200 if self.path == config.EXPLORER_HEALTH_PATH else 404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Health)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def _free_port() -> int:
     with socket.socket() as reserved:  # nothing listens on it once closed
         reserved.bind(("127.0.0.1", 0))
@@ -57,8 +83,6 @@ def test_launch_serves_the_checked_archive_in_process(synthetic_dir, monkeypatch
     from explorer import preload
 
     seen = {}
-    server = socket.create_server(("127.0.0.1", 0))  # stands in for the Streamlit server the open waits for
-    port = server.getsockname()[1]
 
     def fake_main(args, prog_name, standalone_mode):
         spec = os.environ[config.EXPLORER_SOURCE_ENV]
@@ -66,8 +90,8 @@ def test_launch_serves_the_checked_archive_in_process(synthetic_dir, monkeypatch
 
     monkeypatch.setattr(streamlit_cli, "main", fake_main)
     monkeypatch.delenv(config.EXPLORER_SOURCE_ENV, raising=False)
-    monkeypatch.setattr(config, "EXPLORER_OPEN_AFTER_LISTEN_MAX_S", 60.0)
-    with server:
+    monkeypatch.setattr(config, "EXPLORER_OPEN_AFTER_SERVING_MAX_S", 60.0)
+    with _healthy_server() as port:
         explore_cli.explore(str(synthetic_dir), port=port, address="127.0.0.1", check_only=False)
     args = seen["args"]
     assert args[:2] == ["run", str(config.REPO_ROOT / "explorer" / "app.py")]
@@ -78,7 +102,7 @@ def test_launch_serves_the_checked_archive_in_process(synthetic_dir, monkeypatch
     assert preload.take(seen["spec"]) is None
 
 
-def test_the_scan_runs_at_once_the_query_layer_once_the_server_listens_and_warms_the_overview(
+def test_the_scan_runs_at_once_the_query_layer_once_the_server_serves_and_warms_the_overview(
     synthetic_dir, monkeypatch
 ):
     import explorer.query as query
@@ -100,7 +124,10 @@ def test_the_scan_runs_at_once_the_query_layer_once_the_server_listens_and_warms
     time.sleep(1.0)
     # The scan (GIL-free) ran while Streamlit would be starting; the query layer (pandas) waits for the server.
     assert events == ["scan"] and not future.done()
-    with socket.create_server(("127.0.0.1", port)):
+    with socket.create_server(("127.0.0.1", port)):  # Streamlit listens long before it serves: still waiting
+        time.sleep(1.0)
+        assert events == ["scan"] and not future.done()
+    with _healthy_server(port):
         archive = preload.take("wait-spec")
         assert archive.size == 300
         assert events == ["scan", ("archive", True)]  # the archive took the scanned connection, no second scan
@@ -127,13 +154,13 @@ def test_the_collector_is_off_while_the_server_starts_and_on_with_the_heap_froze
     seen = {}
     monkeypatch.setattr(streamlit_cli, "main", lambda **_: seen.update(collecting=gc.isenabled()))
     monkeypatch.delenv(config.EXPLORER_SOURCE_ENV, raising=False)
-    monkeypatch.setattr(config, "EXPLORER_OPEN_AFTER_LISTEN_MAX_S", 60.0)
+    monkeypatch.setattr(config, "EXPLORER_OPEN_AFTER_SERVING_MAX_S", 60.0)
     port = _free_port()
     frozen_before = gc.get_freeze_count()
     try:
         explore_cli.explore(str(synthetic_dir), port=port, address="127.0.0.1", check_only=False)
         assert seen == {"collecting": False}  # Streamlit's imports ran without full collections
-        with socket.create_server(("127.0.0.1", port)):  # the server listens: the archive opens
+        with _healthy_server(port):  # the server serves: the archive opens
             assert preload.take(str(synthetic_dir)).size == 300
             _join_background_opens()
         assert gc.isenabled()
@@ -165,12 +192,16 @@ def test_freeze_heap_collects_garbage_first_and_keeps_what_lives_out_of_later_co
     assert not any(id(node) in tracked for node in live)  # later collections do not walk them
 
 
-def test_wait_until_listening_gives_up_after_its_limit():
-    from explorer.preload import wait_until_listening
+def test_wait_until_serving_gives_up_after_its_limit_and_wants_an_answer_not_a_connection():
+    from explorer.preload import wait_until_serving
 
     start = time.monotonic()
-    assert wait_until_listening("127.0.0.1", _free_port(), limit_s=0.3) is False
+    assert wait_until_serving("127.0.0.1", _free_port(), limit_s=0.3) is False
     assert 0.3 <= time.monotonic() - start < 5
+    with socket.create_server(("127.0.0.1", 0)) as listening_only:
+        assert wait_until_serving("127.0.0.1", listening_only.getsockname()[1], limit_s=0.5) is False
+    with _healthy_server() as port:
+        assert wait_until_serving("0.0.0.0", port, limit_s=10) is True  # a wildcard address: asked on loopback
 
 
 def test_missing_source_raises_usage_error(tmp_path):
