@@ -4,6 +4,7 @@ Targets (issue 8): app ready < 5 s cold (from `kernel-archive explore` to the ov
 map page rendered < 3 s in headless Chromium (the default view, which draws at most
 EXPLORER_MAP_MAX_POINTS; `points=all` is reported too). Prints measured figures and the machine; exits 0 either way
 (figures are reported, not asserted). Usage: python benchmarks/bench_explorer.py [N_KERNELS] [queries|semantic|browser]
+(BENCH_COLD_STARTS launches are timed for the cold start, 3 by default).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ CHROMIUM = config.EXPLORER_CHROMIUM
 # BENCH_CHROMIUM_EXTRA_ARGS (space-separated) adds flags, e.g. "--use-gl=angle --use-angle=swiftshader" to compare
 # with sessions 1-5, which ran SwiftShader as the GPU for raster and compositing too.
 CHROMIUM_ARGS = list(config.EXPLORER_CHROMIUM_ARGS) + os.environ.get("BENCH_CHROMIUM_EXTRA_ARGS", "").split()
+COLD_STARTS = int(os.environ.get("BENCH_COLD_STARTS", "3"))  # launches timed from the CLI to the overview drawn
 
 
 def machine() -> str:
@@ -72,8 +74,9 @@ def report(name: str, samples_ms: list[float], target_ms: float | None = None) -
             verdict = f"  median OK, max OVER target {target_ms:.0f} ms"
         else:
             verdict = f"  OVER target {target_ms:.0f} ms"
+    cpu_text = f"  cpu median {cpu:7.1f} ms" if cpu == cpu else ""  # browser timings have no process CPU figure
     print(
-        f"{name:<46} wall median {median:8.1f} ms  max {max(samples_ms):8.1f} ms  cpu median {cpu:7.1f} ms "
+        f"{name:<46} wall median {median:8.1f} ms  max {max(samples_ms):8.1f} ms{cpu_text} "
         f"(n={len(samples_ms)}){verdict}"
     )
 
@@ -165,40 +168,27 @@ def bench_browser(source: Path, n: int) -> None:
     from PIL import Image
     from playwright.sync_api import sync_playwright
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    url = f"http://127.0.0.1:{port}"
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        print(f"chromium {browser.version}: {' '.join(CHROMIUM_ARGS)}")
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
         # Cold start as a user has it: from `kernel-archive explore SOURCE` (which checks the source, then
-        # serves the app in the same process) to the overview drawn in the browser.
-        start = time.perf_counter()
-        server = subprocess.Popen(
-            [sys.executable, "-m", "builder", "explore", str(source), "--port", str(port)],
-            cwd=config.REPO_ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        # serves the app in the same process) to the overview drawn, in a browser that never loaded the app.
+        # One launch on a shared 2-core VM is a poor sample (0.5 s apart back to back): several, each with a
+        # fresh server and a fresh browser; the last pair goes on to the page timings.
+        healthy_ms, drawn_ms = [], []
+        server = browser = None
         try:
-            while True:
-                try:
-                    urllib.request.urlopen(f"{url}/_stcore/health", timeout=1)
-                    break
-                except OSError:
-                    time.sleep(0.05)
-            health = time.perf_counter() - start
-            page.goto(url + "/")
-            _wait_rendered(page, "Verified kernel archive", OVERVIEW_CHARTS)
-            cold = time.perf_counter() - start
-            print(f"{'cold start: server healthy':<48} {1000 * health:8.1f} ms")
-            print(
-                f"{'cold start: overview rendered in Chromium':<48} {1000 * cold:8.1f} ms"
-                + ("  OK" if cold < 5 else "  OVER target 5000 ms")
-            )
+            for launch in range(COLD_STARTS):
+                if launch:
+                    _stop(server, browser)
+                    time.sleep(2)
+                browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                server, url, healthy_s, drawn_s = _cold_start(source, page)
+                healthy_ms.append(1000 * healthy_s)
+                drawn_ms.append(1000 * drawn_s)
+                print(f"    cold start {launch + 1}: server healthy {healthy_s:.2f} s, overview drawn {drawn_s:.2f} s")
+            print(f"chromium {browser.version}: {' '.join(CHROMIUM_ARGS)}")
+            report("cold start: server healthy", healthy_ms)
+            report("cold start: overview rendered in Chromium", drawn_ms, 5000)
 
             def map_ms(query: str, from_overview: bool = False) -> float:
                 if from_overview:  # a user's path: the overview, then the Map link (no reload of the app)
@@ -242,9 +232,45 @@ def bench_browser(source: Path, n: int) -> None:
             _wait_rendered(page, "Leaderboard")
             print(f"{'leaderboard page rendered (warm server)':<48} {1000 * (time.perf_counter() - start):8.1f} ms")
         finally:
-            os.killpg(server.pid, 15)
-            server.wait(timeout=30)
-            browser.close()
+            _stop(server, browser)
+
+
+def _cold_start(source: Path, page) -> tuple[subprocess.Popen, str, float, float]:
+    """Launch `kernel-archive explore` on a free port, open the overview: (server, url, s to healthy, s to drawn)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    start = time.perf_counter()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "builder", "explore", str(source), "--port", str(port)],
+        cwd=config.REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}{config.EXPLORER_HEALTH_PATH}", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.05)
+        healthy = time.perf_counter() - start
+        page.goto(url + "/")
+        _wait_rendered(page, "Verified kernel archive", OVERVIEW_CHARTS)
+    except BaseException:
+        _stop(server, None)
+        raise
+    return server, url, healthy, time.perf_counter() - start
+
+
+def _stop(server: subprocess.Popen | None, browser) -> None:
+    if server is not None:
+        os.killpg(server.pid, 15)
+        server.wait(timeout=30)
+    if browser is not None:
+        browser.close()
 
 
 def _wait_idle(pid: int, quiet_s: float = 1.0, busy_share: float = 0.05, limit_s: float = 120) -> float:
