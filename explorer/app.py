@@ -22,14 +22,19 @@ _HERE = Path(__file__).parent
 
 st.set_page_config(page_title="Verified kernel archive", page_icon=":material/memory:", layout="wide")
 
+# The page scripts live in app_pages/, not pages/: Streamlit runs a pages/ directory beside the main script as
+# "v1" pages, without this script (no navigation, no page config), until some session first runs st.navigation,
+# so a shared link as a fresh server's first request got file names for navigation and a narrow layout.
 PAGES = [
-    st.Page(_HERE / "pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
-    st.Page(_HERE / "pages/leaderboard.py", title="Leaderboard", icon=":material/leaderboard:", url_path="leaderboard"),
-    st.Page(_HERE / "pages/task.py", title="Task", icon=":material/assignment:", url_path="task"),
-    st.Page(_HERE / "pages/kernel.py", title="Kernel", icon=":material/memory:", url_path="kernel"),
-    st.Page(_HERE / "pages/map.py", title="Map", icon=":material/scatter_plot:", url_path="map"),
-    st.Page(_HERE / "pages/search.py", title="Search", icon=":material/search:", url_path="search"),
-    st.Page(_HERE / "pages/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
+    st.Page(_HERE / "app_pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
+    st.Page(
+        _HERE / "app_pages/leaderboard.py", title="Leaderboard", icon=":material/leaderboard:", url_path="leaderboard"
+    ),
+    st.Page(_HERE / "app_pages/task.py", title="Task", icon=":material/assignment:", url_path="task"),
+    st.Page(_HERE / "app_pages/kernel.py", title="Kernel", icon=":material/memory:", url_path="kernel"),
+    st.Page(_HERE / "app_pages/map.py", title="Map", icon=":material/scatter_plot:", url_path="map"),
+    st.Page(_HERE / "app_pages/search.py", title="Search", icon=":material/search:", url_path="search"),
+    st.Page(_HERE / "app_pages/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
 ]
 
 navigation = st.navigation(PAGES)

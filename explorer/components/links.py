@@ -11,13 +11,13 @@ import streamlit as st
 from builder import config
 
 PAGE_FILES = {
-    "overview": "pages/overview.py",
-    "leaderboard": "pages/leaderboard.py",
-    "task": "pages/task.py",
-    "kernel": "pages/kernel.py",
-    "map": "pages/map.py",
-    "search": "pages/search.py",
-    "compare": "pages/compare.py",
+    "overview": "app_pages/overview.py",
+    "leaderboard": "app_pages/leaderboard.py",
+    "task": "app_pages/task.py",
+    "kernel": "app_pages/kernel.py",
+    "map": "app_pages/map.py",
+    "search": "app_pages/search.py",
+    "compare": "app_pages/compare.py",
 }
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
 

@@ -3,6 +3,7 @@ the WebGL map draws. Screenshots land in the pytest tmp dir (printed with -s).""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import socket
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,12 +34,13 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(synthetic_dir):
+@contextlib.contextmanager
+def _serving(source: Path) -> Iterator[str]:
+    """`kernel-archive explore SOURCE` on a free port, as a user starts it; yields its URL once healthy."""
     port = _free_port()
     code = "from builder.cli import main; main()"
     process = subprocess.Popen(
-        [sys.executable, "-c", code, "explore", str(synthetic_dir), "--port", str(port)],
+        [sys.executable, "-c", code, "explore", str(source), "--port", str(port)],
         cwd=config.REPO_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -45,20 +48,27 @@ def server(synthetic_dir):
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200:
-                break
-        except OSError:
-            if process.poll() is not None:
-                pytest.fail(f"explorer exited: {process.stdout.read().decode(errors='replace')[-2000:]}")
-            time.sleep(0.5)
-    else:
-        process.kill()
-        pytest.fail("explorer did not become healthy within 120 s")
-    yield url
-    os.killpg(process.pid, 15)  # our own process group: the CLI and the streamlit it started
-    process.wait(timeout=30)
+    try:
+        while time.monotonic() < deadline:
+            try:
+                if urllib.request.urlopen(f"{url}{config.EXPLORER_HEALTH_PATH}", timeout=2).status == 200:
+                    break
+            except OSError:
+                if process.poll() is not None:
+                    pytest.fail(f"explorer exited: {process.stdout.read().decode(errors='replace')[-2000:]}")
+                time.sleep(0.5)
+        else:
+            pytest.fail("explorer did not become healthy within 120 s")
+        yield url
+    finally:
+        os.killpg(process.pid, 15)  # our own process group: the CLI and the streamlit it started
+        process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server(synthetic_dir):
+    with _serving(synthetic_dir) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -182,3 +192,15 @@ def test_map_lasso_lists_kernels(server, page, synthetic_archive, tmp_path):
     assert f"Selected kernels ({synthetic_archive.map_total():,})" in heading.first.inner_text()
     page.locator('[data-testid="stMain"] [data-testid="stPageLink-NavLink"]').first.wait_for(timeout=WAIT_MS)
     page.screenshot(path=str(tmp_path / "map_selection.png"), full_page=True)
+
+
+def test_a_shared_link_as_a_fresh_servers_first_request_gets_the_apps_navigation(synthetic_dir, page):
+    # Nothing has run the entry script on this server yet: the link must still run it (navigation with page
+    # titles, wide layout), not the page script alone as a Streamlit "v1" page named after its file.
+    with _serving(synthetic_dir) as url:
+        open_page(page, f"{url}/map?colour=status", "Map of the archive", charts=1)
+        nav = page.locator('[data-testid="stSidebarNav"]').inner_text(timeout=WAIT_MS).split()
+        titles = [word for word in nav if word[0].isupper()]  # the rest are icon names (a ligature font)
+        assert titles == ["Overview", "Leaderboard", "Task", "Kernel", "Map", "Search", "Compare"]
+        assert "app" not in nav
+        assert page.locator('[data-testid="stMain"] [data-testid="stMainBlockContainer"]').bounding_box()["width"] > 900

@@ -34,7 +34,7 @@ def run_page(page: str, **params) -> AppTest:
     app.query_params.clear()
     app.query_params.update(params)
     # url paths equal the file stems, so a page resolves even before the session's first run
-    app.switch_page(f"pages/{page}.py")
+    app.switch_page(f"app_pages/{page}.py")
     app.run()
     assert not app.exception, [e.value for e in app.exception]
     return app
