@@ -37,13 +37,8 @@ def map_figure(
     centres: pd.DataFrame,
     density: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> go.Figure:
-    """One WebGL scatter of every drawn kernel, coloured by category (named in the legend) or on a colour scale
-    for speedups; cluster labels as annotations at their medians; beneath, when given, the density of all
-    kernels in grey.
-
-    One trace, not one per category: Plotly sets up and draws each WebGL trace on its own, and with a trace per
-    cluster the plot took 0.56-0.79 s in software-rendered Chromium against 0.19-0.24 s this way (same points).
-    The legend is drawn by marker-only SVG traces without points, which cost nothing to plot."""
+    """One WebGL scatter: a trace per colour value (the legend names them), or a colour scale for speedups;
+    cluster labels as annotations at their medians; beneath, when given, the density of all kernels in grey."""
     hover = plotly_text(points["kernel_name"])
     # Row numbers (a compact typed array) instead of 100k kernel-id strings; the query layer orders the
     # points by kernel_id, so a selection maps back to the same rows on the rerun it triggers.
@@ -52,50 +47,41 @@ def map_figure(
     if density is not None:
         figure.add_trace(density_trace(*density))
     if column == "speedup_eager":
-        marker = dict(
-            size=4,
-            color=np.log10(points[column].astype(float).clip(lower=1e-3)),
-            colorscale="Viridis",
-            showscale=True,
-            colorbar=dict(title="log10 speedup"),
+        values = np.log10(points[column].astype(float).clip(lower=1e-3))
+        figure.add_trace(
+            go.Scattergl(
+                x=points["map_x"],
+                y=points["map_y"],
+                mode="markers",
+                customdata=row_numbers,
+                text=hover,
+                marker=dict(
+                    size=4, color=values, colorscale="Viridis", showscale=True, colorbar=dict(title="log10 speedup")
+                ),
+                hovertemplate="%{text}<extra></extra>",
+                name="kernels",
+            )
         )
-        legend: list[tuple[str, str]] = []
     else:
         if column == "strategy_tags":
             keys = points[column].map(lambda tags: tags[0] if tags is not None and len(tags) else "(none)")
         else:
             keys = points[column].astype(str).fillna("(none)")
-        values = sorted(keys.unique())  # the same palette order on every run
-        colours = [PALETTE[i % len(PALETTE)] for i in range(len(values))]
-        codes = pd.Categorical(keys, categories=values).codes.astype(np.float32)
-        # A stepped colour scale: value i + 0.5 falls in [i, i + 1), which has colour i alone.
-        steps = [[edge / len(values), colour] for i, colour in enumerate(colours) for edge in (i, i + 1)]
-        marker = dict(size=4, color=codes + 0.5, colorscale=steps, cmin=0, cmax=len(values), showscale=False)
-        legend = list(zip(values, colours, strict=True))
-    figure.add_trace(
-        go.Scattergl(
-            x=points["map_x"],
-            y=points["map_y"],
-            mode="markers",
-            customdata=row_numbers,
-            text=hover,
-            marker=marker,
-            hovertemplate="%{text}<extra></extra>",
-            name="kernels",
-            showlegend=False,
-        )
-    )
-    for value, colour in legend:
-        figure.add_trace(
-            go.Scatter(
-                x=[None],
-                y=[None],
-                mode="markers",
-                name=escape_plotly(str(value)),
-                marker=dict(size=8, color=colour),
-                hoverinfo="skip",
+        # One figure, one WebGL trace per category value so the legend names them; same palette on every run.
+        for i, value in enumerate(sorted(keys.unique())):
+            part = keys == value
+            figure.add_trace(
+                go.Scattergl(
+                    x=points.loc[part, "map_x"],
+                    y=points.loc[part, "map_y"],
+                    mode="markers",
+                    customdata=row_numbers[part.to_numpy()],
+                    text=hover[part.to_numpy()],
+                    name=escape_plotly(str(value)),
+                    marker=dict(size=4, color=PALETTE[i % len(PALETTE)]),
+                    hovertemplate="%{text}<extra></extra>",
+                )
             )
-        )
     for row in centres.itertuples(index=False):
         figure.add_annotation(
             x=row.x,
@@ -112,9 +98,7 @@ def map_figure(
         # UMAP coordinates have no units: no ticks, grid or zero lines to read meaning into.
         xaxis=dict(showticklabels=False, showgrid=False, zeroline=False),
         yaxis=dict(showticklabels=False, showgrid=False, zeroline=False),
-        # Legend entries are labels only (their traces hold no points): a click would hide nothing.
-        showlegend=bool(legend),
-        legend=dict(itemclick=False, itemdoubleclick=False),
+        legend=dict(itemsizing="constant"),
     )
     return figure
 
