@@ -46,7 +46,7 @@ def open_in_background(spec: str, source: ResolvedSource, serving_at: tuple[str,
             open_archive()
         finally:
             freeze_heap()
-            gc.enable()  # off since the CLI started (builder.cli.explore)
+            gc.enable()  # `explore` turned it off for the start (builder.cli.explore)
 
     def open_archive() -> None:
         try:
