@@ -34,7 +34,7 @@ from builder.verify.compare import (
     snapshot,
     sync,
 )
-from builder.verify.poison import poison_free_memory
+from builder.verify.poison import poison_free_memory, wipe_with_poison
 from schemas import disqualifying_flags
 
 MESSAGE_CHARS = 2000  # one exception message kept in a result (the parent bounds the whole error again)
@@ -325,6 +325,7 @@ def _run_trials(binding: CandidateBinding, task_module: Any, job: dict, device: 
         if index == 0:  # output sizes for the poison, from a reference call on private copies
             probe = run_reference(copy.deepcopy(reference_model), snapshot(pristine), device)
             out_bytes = output_nbytes(probe)
+            wipe_with_poison(flatten_outputs(probe) or [])  # it holds this trial's answer: not for reuse
             del probe
         candidate_inputs = snapshot(pristine)
         candidate_first = index % 2 == 0

@@ -80,9 +80,28 @@ def test_first_row_only_with_empty_like_is_uninitialized(scale_shift):
     # reach (garbage instead of NaN: still incorrect). The poison's exact bits are asserted below
     # (test_poison_bits_where_reference_has_a_value_are_uninitialized), in a fresh child process by
     # test_child.py and the cpu fixture in test_adversarial.py (poison or nondeterministic: best effort on CPU),
-    # and strictly for CUDA on the GPU.
+    # and strictly for CUDA on the GPU. Both flags at once meant a passing first trial: empty_like had
+    # been handed the freed buffer of the probe call that sizes the poison, holding trial 1's exact answer
+    # (test_the_probe_calls_answer_is_poisoned_before_it_is_freed).
     if "uninitialized_output" in result["flags"]:
         assert "nondeterministic" not in result["flags"]  # the poison, not randomness, explains the rest
+
+
+def test_the_probe_calls_answer_is_poisoned_before_it_is_freed(scale_shift, monkeypatch):
+    reference_outputs = []
+    real_run_reference = checks.run_reference
+
+    def keeps_reference_outputs(model, inputs, device):
+        out = real_run_reference(model, inputs, device)
+        reference_outputs.append(out)  # kept alive past the probe's del to read what it was left holding
+        return out
+
+    monkeypatch.setattr(checks, "run_reference", keeps_reference_outputs)
+    result = evaluate(honest, scale_shift)
+    assert result["status"] == "correct", result["error"]
+    probe, first_trial_reference = reference_outputs[0], reference_outputs[1]
+    assert bool(probe.view(torch.int32).eq(-1).all())  # all-ones bytes: the poison, not the answer
+    assert first_trial_reference.isfinite().all()  # the reference that is compared against is untouched
 
 
 def test_poison_bits_where_reference_has_a_value_are_uninitialized(scale_shift):
