@@ -117,16 +117,6 @@ def poison_cpu(output_bytes: list[int]) -> int:
     return poisoned
 
 
-def wipe_with_poison(tensors: list) -> None:
-    """Overwrite each tensor's whole storage with the poison before it is freed.
-
-    The probe call that sizes the poison computes trial 1's exact answer; freed as it is, the first
-    `empty_like` of a candidate that runs before the reference can be handed that very buffer and pass.
-    """
-    for tensor in tensors:
-        tensor.untyped_storage().fill_(config.POISON_FILL_BYTE)
-
-
 def poison_free_memory(device: str, output_bytes: list[int]) -> int:
     """Poison the allocator that the candidate's next allocations on `device` will come from."""
     if device == "cuda":

@@ -7,6 +7,7 @@ profiler; fakes that call torch ops stand for candidates that hand the work to A
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -82,26 +83,31 @@ def test_first_row_only_with_empty_like_is_uninitialized(scale_shift):
     # test_child.py and the cpu fixture in test_adversarial.py (poison or nondeterministic: best effort on CPU),
     # and strictly for CUDA on the GPU. Both flags at once meant a passing first trial: empty_like had
     # been handed the freed buffer of the probe call that sizes the poison, holding trial 1's exact answer
-    # (test_the_probe_calls_answer_is_poisoned_before_it_is_freed).
+    # (test_the_probe_calls_answer_stays_allocated_through_the_candidates_first_call).
     if "uninitialized_output" in result["flags"]:
         assert "nondeterministic" not in result["flags"]  # the poison, not randomness, explains the rest
 
 
-def test_the_probe_calls_answer_is_poisoned_before_it_is_freed(scale_shift, monkeypatch):
-    reference_outputs = []
-    real_run_reference = checks.run_reference
+def test_the_probe_calls_answer_stays_allocated_through_the_candidates_first_call(scale_shift, monkeypatch):
+    probes, probe_alive_at_candidate_calls = [], []
+    real_run_reference, real_run_candidate = checks.run_reference, checks.run_candidate
 
-    def keeps_reference_outputs(model, inputs, device):
+    def watched_reference(model, inputs, device):
         out = real_run_reference(model, inputs, device)
-        reference_outputs.append(out)  # kept alive past the probe's del to read what it was left holding
+        if not probes:  # the first reference call is the probe that sizes the poison
+            probes.append(weakref.ref(out))
         return out
 
-    monkeypatch.setattr(checks, "run_reference", keeps_reference_outputs)
+    def watched_candidate(*args):
+        probe_alive_at_candidate_calls.append(probes[0]() is not None)
+        return real_run_candidate(*args)
+
+    monkeypatch.setattr(checks, "run_reference", watched_reference)
+    monkeypatch.setattr(checks, "run_candidate", watched_candidate)
     result = evaluate(honest, scale_shift)
     assert result["status"] == "correct", result["error"]
-    probe, first_trial_reference = reference_outputs[0], reference_outputs[1]
-    assert bool(probe.view(torch.int32).eq(-1).all())  # all-ones bytes: the poison, not the answer
-    assert first_trial_reference.isfinite().all()  # the reference that is compared against is untouched
+    # Held while the first call allocates its output (so that call cannot be handed the answer), released after.
+    assert probe_alive_at_candidate_calls[:2] == [True, False]
 
 
 def test_poison_bits_where_reference_has_a_value_are_uninitialized(scale_shift):
