@@ -16,6 +16,7 @@ open, those objects are frozen out of later collections and the collector runs a
 
 from __future__ import annotations
 
+import atexit
 import gc
 import http.client
 import inspect
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
 _OPENING: dict[str, Future] = {}
 _LOCK = threading.Lock()
+_release_registered = False
 
 
 def open_in_background(spec: str, source: ResolvedSource, serving_at: tuple[str, int] | None = None) -> Future:
@@ -95,6 +97,26 @@ def freeze_heap(collect_first: bool = False) -> None:
     if collect_first:
         gc.collect()
     gc.freeze()
+    _register_release_at_exit()
+
+
+def _release_at_exit() -> None:
+    """Let the interpreter's last collection free the archives: frozen objects are never collected, and the
+    app's resource cache keeps each archive alive past it. A DuckDB connection still alive when its module is torn
+    down makes DuckDB's bindings print a screen of "nanobind: leaked ..." lines (on every Ctrl-C of `explore`)."""
+    gc.unfreeze()
+    streamlit = sys.modules.get("streamlit")
+    if streamlit is not None:
+        streamlit.cache_resource.clear()
+    gc.collect()
+
+
+def _register_release_at_exit() -> None:
+    global _release_registered
+    with _LOCK:
+        if not _release_registered:
+            atexit.register(_release_at_exit)
+            _release_registered = True
 
 
 def take(spec: str) -> Archive | None:
