@@ -13,19 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from builder import config
+from schemas import fields_in_group
 
-PROFILE_FIELDS = (
-    "ncu_profile",
-    "torch_profile",
-    "clang_tidy",
-    "ncu_duration_ms",
-    "ncu_sm_pct",
-    "ncu_dram_pct",
-    "ncu_occupancy_pct",
-    "ncu_registers",
-    "torch_own_fraction",
-    "clang_tidy_warnings",
-)
+PROFILE_FIELDS = tuple(fields_in_group("profiles"))  # what profile_record_fields fills: the schema's group
 
 
 def _json_text(value: dict) -> str:

@@ -9,6 +9,7 @@ import streamlit as st
 
 from explorer.components.context import current_archive, page_errors
 from explorer.components.links import kernel_link
+from explorer.components.profiles import PROFILE_NUMBERS
 
 METRICS = (
     "task_id",
@@ -21,13 +22,7 @@ METRICS = (
     "speedup_eager",
     "speedup_compile",
     "max_diff",
-    "ncu_duration_ms",
-    "ncu_sm_pct",
-    "ncu_dram_pct",
-    "ncu_occupancy_pct",
-    "ncu_registers",
-    "torch_own_fraction",
-    "clang_tidy_warnings",
+    *PROFILE_NUMBERS,
     "model",
     "experiment",
     "round",

@@ -8,7 +8,7 @@ import streamlit as st
 from explorer.components.context import current_archive, page_errors
 from explorer.components.downloads import reverify_script, source_filename
 from explorer.components.links import compare_link, kernel_link, kernel_table, task_link
-from explorer.components.profiles import clang_tidy_diagnostics, profile_section
+from explorer.components.profiles import PROFILE_NUMBERS, clang_tidy_diagnostics, profile_section
 from explorer.query_base import HEAVY_COLUMNS
 from schemas import disqualifying_flags, flag_vocabulary
 
@@ -95,17 +95,8 @@ with page_errors():
         with st.expander("Reference (PyTorch module)"):
             st.code(record.get("reference_module_code") or "(not recorded)", language="python", line_numbers=True)
     with profile_tab:
-        ncu_cols = {
-            k: record.get(k)
-            for k in (
-                "ncu_duration_ms",
-                "ncu_sm_pct",
-                "ncu_dram_pct",
-                "ncu_occupancy_pct",
-                "ncu_registers",
-                "torch_own_fraction",
-            )
-        }
+        # clang-tidy's count stays with its diagnostics in their own tab
+        ncu_cols = {k: record.get(k) for k in PROFILE_NUMBERS if not k.startswith("clang_tidy")}
         if any(v is not None for v in ncu_cols.values()):
             st.dataframe(pd.DataFrame([ncu_cols]), hide_index=True, key="ncu_summary")
         profile_section("Nsight Compute", record.get("ncu_profile"), key="ncu")

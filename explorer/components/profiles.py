@@ -12,6 +12,11 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from schemas import fields_in_group, json_fields
+
+# The numbers promoted out of the profile JSON (NCU summary, torch-profile share, clang-tidy count), schema order.
+PROFILE_NUMBERS = tuple(name for name in fields_in_group("profiles") if name not in json_fields())
+
 
 def parse_json_field(text: str | None) -> tuple[Any, str | None]:
     """(parsed value, problem) — problem is the profiler's recorded error or a parse failure."""
