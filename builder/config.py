@@ -48,6 +48,12 @@ SIDE_STREAM_TOLERANCE = 0.5  # relative gap between event and synchronized host 
 
 # --- sandbox -----------------------------------------------------------------------------------
 RUN_TIMEOUT_S = 300.0
+# The clean reference child (builder/verify/reference.py): once per task and seed set, kept in the parent.
+REFERENCE_TIMEOUT_S = 600.0
+REFERENCE_CACHE_TASKS = 16  # clean references held in memory (LRU); builds take candidates roughly by task
+REFERENCE_FILE_MAX_BYTES = 32 << 30
+OUTPUTS_FILE_SLACK_BYTES = 16 << 20  # a candidate's outputs file may exceed twice its expected size by this
+JUDGE_POLL_S = 0.002  # how often the parent looks for the candidate's outputs (the child waits on its word)
 COMPILE_TIMEOUT_S = 600.0
 LOG_TAIL_BYTES = 8 * 1024
 ERROR_TEXT_BYTES = 8 * 1024

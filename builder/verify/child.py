@@ -7,8 +7,10 @@
 The job JSON (docs/architecture.md) names the task file, the compiled extension or ModelNew file, the
 secret seeds, tolerances and timing counts. The result JSON is written atomically to `result_path`;
 when this process dies before that (segfault, illegal address that kills the context, timeout), the
-parent finds no result and records a crash. Modes: "evaluate" (checks + timing), "baseline" (eager and
-torch.compile of the task), "ncu" (the candidate's calls inside an NVTX range for Nsight Compute).
+parent finds no result and records a crash. Modes: "reference" (the clean reference child: the task's
+outputs, never candidate code), "evaluate" (the candidate's outputs for the parent to judge, then timing once
+the parent says they passed), "baseline" (eager and torch.compile of the task), "ncu" (the candidate's calls
+inside an NVTX range for Nsight Compute).
 
 Result fields beyond docs/architecture.md (additions only): `error_origin` ("candidate", "task" or
 "child": who failed), `flag_notes` (flag -> why), `op_census` (the torch-op shares behind
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 CANDIDATE_MODULE_NAME = "ka_candidate_model_new"
+JUDGEMENT_POLL_S = 0.002
 
 
 def _finite(value: Any) -> Any:
@@ -98,22 +101,56 @@ def _failure(status: str, error: str, origin: str) -> dict[str, Any]:
     return {"status": status, "flags": [], "error": error, "error_origin": origin, "trials": 0}
 
 
-def run_evaluate(job: dict[str, Any]) -> dict[str, Any]:
-    from builder.verify.checks import evaluate, exception_text
-    from builder.verify.timing import time_candidate
+def run_reference_job(job: dict[str, Any]) -> dict[str, Any]:
+    """The clean reference child: loads the task and nothing else, writes every reference output."""
+    from builder.verify import tensor_files
+    from builder.verify.reference import compute_reference
 
+    bundle = compute_reference(_load_task(job), job)
+    if bundle.manifest.get("error"):
+        return {**_failure("runtime_error", bundle.manifest["error"], "task"), "manifest": bundle.manifest}
+    tensor_files.write(job["outputs_path"], bundle.outputs)
+    return {"status": "correct", "flags": [], "error": None, "manifest": bundle.manifest}
+
+
+def _await_judgement(job: dict[str, Any]) -> bool:
+    """Wait for the parent's word on the checks' outputs: time the candidate only if they passed (the timing
+    budget is not spent on incorrect kernels). The parent's timeout bounds the wait."""
+    go_path = job.get("go_path")
+    if not go_path:
+        return True
+    go = Path(go_path)
+    while not go.exists():
+        time.sleep(JUDGEMENT_POLL_S)
+    return go.read_text().strip() == "time"
+
+
+def run_evaluate(job: dict[str, Any]) -> dict[str, Any]:
+    from builder.verify import tamper, tensor_files
+    from builder.verify.checks import exception_text, run_candidate_side
+    from builder.verify.timing import time_candidate
+    from schemas import disqualifying_flags
+
+    manifest = job.get("reference")
+    if not isinstance(manifest, dict) or manifest.get("error"):
+        return _failure("runtime_error", "the job carries no clean reference manifest", "child")
     try:
         task_module = _load_task(job)
     except Exception as exc:  # noqa: BLE001
         return _failure("runtime_error", f"task failed to load: {exception_text(exc)}", "task")
+    before = tamper.fingerprint(task_module)
     try:
         binding = _load_binding(job)
     except SyntaxError as exc:
         return _failure("compile_error", f"candidate does not parse: {exception_text(exc)}", "candidate")
     except Exception as exc:  # noqa: BLE001 - untrusted module code runs on import
         return _failure("runtime_error", f"candidate failed to load: {exception_text(exc)}", "candidate")
-    result = evaluate(binding, task_module, job)
-    if result["status"] != "correct":
+    run = run_candidate_side(binding, task_module, job, manifest)
+    if changed := tamper.changes(before, tamper.fingerprint(task_module)):
+        run.flag("tampers_reference", "; ".join(changed))
+    tensor_files.write(job["outputs_path"], run.outputs)
+    result = run.result()
+    if result["status"] != "correct" or set(result["flags"]) & disqualifying_flags() or not _await_judgement(job):
         return result
     device = "cuda" if job.get("backend") == "cuda" else "cpu"
     try:
@@ -124,6 +161,10 @@ def run_evaluate(job: dict[str, Any]) -> dict[str, Any]:
     if "error" in timed:  # outputs went stale across calls: a cached result
         result.update(status="incorrect", error=timed["error"])
         return result
+    tensor_files.write(job["timing_outputs_path"], timed.pop("first_outputs"))
+    if changed := tamper.changes(before, tamper.fingerprint(task_module)):
+        result["flags"] = sorted({*result["flags"], "tampers_reference"})
+        result["flag_notes"].setdefault("tampers_reference", "while timing: " + "; ".join(changed))
     result.update(timed)
     return result
 
@@ -163,6 +204,8 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     try:
         if mode == "evaluate":
             result = run_evaluate(job)
+        elif mode == "reference":
+            result = run_reference_job(job)
         elif mode == "baseline":
             from builder.verify.baselines import run_baselines
 

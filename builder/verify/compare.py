@@ -129,6 +129,17 @@ def snapshot(tensors: list[Any]) -> list[Any]:
     return [t.detach().clone() if isinstance(t, torch.Tensor) else t for t in tensors]
 
 
+def clone_output(value: Any) -> Any:
+    """A private copy of an output (a tensor, or nested tuples/lists of them); anything else as it is."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (tuple, list)):
+        return type(value)(clone_output(item) for item in value)
+    return value
+
+
 def same_bits(a: Any, b: Any) -> bool:
     """Exact equality (NaN equal to NaN): what an unchanged tensor must satisfy."""
     import torch

@@ -29,6 +29,7 @@ from builder.tasks import Task
 from builder.verify import batching, environment, verdict
 from builder.verify.baseline_cache import BaselineCache
 from builder.verify.compile import CompileResult, build_extension, default_cache_dir
+from builder.verify.evaluation import ReferenceCache, run_judged
 from builder.verify.pool import CHILD_MODULE, EvalPool, PooledChild, build_job, child_env, run_child
 from builder.verify.sandbox import resolve_isolation
 from schemas import KernelRecord
@@ -110,8 +111,9 @@ def _extra_fields(options: VerifyOptions, task: Task) -> dict[str, Any]:
 
 def evaluate_compiled(compiled: CompileResult, candidate: Candidate, task: Task, options: VerifyOptions,
                       pooled: PooledChild | None = None, baselines: BaselineCache | None = None,
-                      ) -> KernelRecord:  # fmt: skip
-    """Evaluate a compiled candidate in a fresh sandboxed child and assemble its record."""
+                      references: ReferenceCache | None = None) -> KernelRecord:  # fmt: skip
+    """Evaluate a compiled candidate in a fresh sandboxed child, judge it against the task's clean reference
+    (computed once per task by `references`) and assemble its record."""
     options = options.with_seeds()
     base = verdict.base_fields(candidate, task, options.backend)
     extra = _extra_fields(options, task)
@@ -124,10 +126,17 @@ def evaluate_compiled(compiled: CompileResult, candidate: Candidate, task: Task,
         record = verdict.assemble_record(base, status=status, error=compiled.error, static_flags=static_flags,
                                          extra=extra)  # fmt: skip
         return attach_profiles(record, candidate, task, options, compiled)
+    reference = (references or ReferenceCache()).get(task, options)
+    if reference.error:  # the task's reference failed in a clean process: nothing to judge against
+        if pooled is not None:
+            pooled.discard()
+        record = verdict.assemble_record(base, status="runtime_error", error=reference.error,
+                                         static_flags=static_flags, extra=extra)  # fmt: skip
+        return attach_profiles(record, candidate, task, options, compiled)
     scratch = pooled.scratch if pooled is not None else Path(tempfile.mkdtemp(prefix="ka-eval-"))
     try:
         job = build_job(task, candidate, compiled, options, "evaluate", scratch)
-        result, outcome = run_child(job, scratch, options, options.timeout_s, pooled)
+        result, outcome = run_judged(job, scratch, options, reference, pooled)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     extra["eval_s"] = outcome.wall_s
@@ -241,6 +250,7 @@ class Verifier:
     def __init__(self, options: VerifyOptions) -> None:
         self.options = options.with_seeds()  # one draw per build: every candidate sees the same trials
         self.baselines = BaselineCache(self.options.baseline_cache_dir)
+        self.references = ReferenceCache()
 
     def _build(self, source: str, language: str, cancel: threading.Event | None = None) -> CompileResult:
         o = self.options
@@ -308,7 +318,8 @@ class Verifier:
                         (candidate, task), compiled = item
                         usable = compiled.ok and pool.covers([task.path.parent, compiled.library_path])
                         pooled = pool.take() if usable else None
-                        records.put(evaluate_compiled(compiled, candidate, task, options, pooled, self.baselines))
+                        records.put(evaluate_compiled(compiled, candidate, task, options, pooled, self.baselines,
+                                                      self.references))  # fmt: skip
             except BaseException as exc:  # noqa: BLE001
                 records.put(exc)
             finally:

@@ -5,8 +5,9 @@ wide) inside the interval, so work hidden on other streams is timed too; the cac
 writing config.L2_FLUSH_BYTES before each call. CPU: `time.perf_counter` with the same structure and a
 cache-sized write before each call. Warm-up calls are excluded; the input sets rotate through the SAME
 buffers (contents copied in before each call), so a kernel that caches results by pointer or by call
-count returns stale outputs, and every output produced while timing is checked against its set's
-reference.
+count returns stale outputs. For a candidate, no reference runs in its process: each set's first output
+(a warm-up call) goes to the parent, which judges it against the clean reference, and every later output of
+the set must agree with that first one. Baselines run in a clean child and check against the task's output.
 """
 
 from __future__ import annotations
@@ -20,30 +21,42 @@ from typing import Any
 
 from builder import config
 from builder.tasks import instantiate
-from builder.verify.compare import compare_outputs, flatten_outputs, output_nbytes, same_bits, snapshot, sync
+from builder.verify.compare import (
+    clone_output,
+    compare_outputs,
+    flatten_outputs,
+    output_nbytes,
+    same_bits,
+    snapshot,
+    sync,
+)
 
 
 @dataclass
 class InputSet:
     call: Callable[..., Any]  # runs the measured code on this set's model with the given inputs
     inputs: list[Any]
-    reference: Any
+    reference: Any  # None: the set's first output stands in, and is handed to the parent's judge
 
 
 class TimingMismatch(Exception):
     """An output produced while timing did not match its input set's reference."""
 
 
-def build_input_sets(task_module: Any, seeds: list[int], device: str, make_call) -> list[InputSet]:
-    """One set per seed: make_call(model, seed) -> callable; reference from the task's own Model."""
+def build_input_sets(task_module: Any, seeds: list[int], device: str, make_call,
+                     with_reference: bool = True) -> list[InputSet]:  # fmt: skip
+    """One set per seed: make_call(model, seed) -> callable; the reference from the task's own Model only where
+    `with_reference` (a clean process: never in a candidate's)."""
     import torch
 
     sets = []
     with torch.no_grad():
         for seed in seeds:
             model, inputs = instantiate(task_module, seed, device)
-            reference = model(*snapshot(inputs))
-            sync(device)
+            reference = None
+            if with_reference:
+                reference = model(*snapshot(inputs))
+                sync(device)
             sets.append(InputSet(call=make_call(model, seed), inputs=inputs, reference=reference))
     return sets
 
@@ -84,7 +97,8 @@ def measure(
     budget_s: float = config.TIMING_BUDGET_S,
     min_calls: int = config.MIN_TIMED_CALLS,
 ) -> dict[str, Any]:
-    """Time calls rotating over `sets`; returns {"runtime": stats, "timing_method": str}.
+    """Time calls rotating over `sets`; returns {"runtime": stats, "timing_method": str, "first_outputs": {...}}
+    (`timing{j}`: set j's first output, for the sets without a reference).
 
     Raises TimingMismatch when an output does not match its set's reference (caching across calls).
     """
@@ -102,6 +116,7 @@ def measure(
     else:
         flush = torch.empty(config.CPU_CACHE_FLUSH_BYTES // 4, dtype=torch.float32)
     samples: list[float] = []
+    first_outputs: dict[str, Any] = {}
     started = None
     # Every set is seen once before timing starts (a per-model torch.compile happens in warm-up).
     warmup_calls = max(warmup_calls, len(sets))
@@ -124,6 +139,9 @@ def measure(
                 begin = time.perf_counter()
                 out = sets[set_index].call(*live)
                 elapsed_ms = (time.perf_counter() - begin) * 1e3
+            if sets[set_index].reference is None:
+                sets[set_index].reference = clone_output(out)
+                first_outputs[f"timing{set_index}"] = sets[set_index].reference
             comparison = compare_outputs(out, sets[set_index].reference, atol, rtol)
             if not comparison.ok:
                 raise TimingMismatch(
@@ -138,7 +156,8 @@ def measure(
             samples.append(elapsed_ms)
             if len(samples) >= min_calls and time.perf_counter() - started > budget_s:
                 break
-    return {"runtime": _stats(samples), "timing_method": describe_method(device, warmup_calls, len(samples), len(sets))}
+    method = describe_method(device, warmup_calls, len(samples), len(sets))
+    return {"runtime": _stats(samples), "timing_method": method, "first_outputs": first_outputs}
 
 
 def timing_seeds(job: dict[str, Any]) -> list[int]:
@@ -170,7 +189,7 @@ def time_candidate(binding: Any, task_module: Any, job: dict[str, Any], device: 
     def make_call(model: Any, seed: int):
         return binding.bind(model, task_module, seed, device).call
 
-    sets = build_input_sets(task_module, timing_seeds(job), device, make_call)
+    sets = build_input_sets(task_module, timing_seeds(job), device, make_call, with_reference=False)
     try:
         return measure(sets, device, atol=float(job["atol"]), rtol=float(job["rtol"]), **job_counts(job))
     except TimingMismatch as exc:

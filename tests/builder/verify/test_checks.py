@@ -7,7 +7,6 @@ profiler; fakes that call torch ops stand for candidates that hand the work to A
 
 from __future__ import annotations
 
-import weakref
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,7 @@ import torch
 
 from builder.tasks import instantiate, load_task_module
 from builder.tasks.suite import describe_task_file
-from builder.verify import checks
+from builder.verify import checks, reference
 
 TASKS = Path(__file__).resolve().parents[2] / "fixtures" / "tasks" / "level1"
 SEEDS = [9_141_592_653, 2_718_281_828, 1_618_033_988]
@@ -80,34 +79,32 @@ def test_first_row_only_with_empty_like_is_uninitialized(scale_shift):
     # In this long-lived pytest process glibc sometimes hands empty_like a chunk the poison did not
     # reach (garbage instead of NaN: still incorrect). The poison's exact bits are asserted below
     # (test_poison_bits_where_reference_has_a_value_are_uninitialized), in a fresh child process by
-    # test_child.py and the cpu fixture in test_adversarial.py (poison or nondeterministic: best effort on CPU),
-    # and strictly for CUDA on the GPU. Both flags at once meant a passing first trial: empty_like had
-    # been handed the freed buffer of the probe call that sizes the poison, holding trial 1's exact answer
-    # (test_the_probe_calls_answer_stays_allocated_through_the_candidates_first_call).
-    if "uninitialized_output" in result["flags"]:
-        assert "nondeterministic" not in result["flags"]  # the poison, not randomness, explains the rest
+    # test_child.py and the cpu fixture in test_adversarial.py (best effort on CPU), and strictly for CUDA on
+    # the GPU. No reference output of a trial is ever freed where the candidate runs, so no trial can be
+    # handed its answer: the very first one fails.
+    assert result["error"].startswith("trial 1:"), result["error"]
 
 
-def test_the_probe_calls_answer_stays_allocated_through_the_candidates_first_call(scale_shift, monkeypatch):
-    probes, probe_alive_at_candidate_calls = [], []
+def test_the_candidates_side_runs_the_reference_only_for_the_probe_after_every_candidate_call(scale_shift,
+                                                                                              monkeypatch):  # fmt: skip
+    events: list[str] = []
     real_run_reference, real_run_candidate = checks.run_reference, checks.run_candidate
 
     def watched_reference(model, inputs, device):
-        out = real_run_reference(model, inputs, device)
-        if not probes:  # the first reference call is the probe that sizes the poison
-            probes.append(weakref.ref(out))
-        return out
+        events.append("reference")
+        return real_run_reference(model, inputs, device)
 
     def watched_candidate(*args):
-        probe_alive_at_candidate_calls.append(probes[0]() is not None)
+        events.append("candidate")
         return real_run_candidate(*args)
 
     monkeypatch.setattr(checks, "run_reference", watched_reference)
     monkeypatch.setattr(checks, "run_candidate", watched_candidate)
     result = evaluate(honest, scale_shift)
     assert result["status"] == "correct", result["error"]
-    # Held while the first call allocates its output (so that call cannot be handed the answer), released after.
-    assert probe_alive_at_candidate_calls[:2] == [True, False]
+    # Every trial's reference came from the clean side; the one reference call here is the tampering probe.
+    assert events.count("reference") == 1 and events[-1] == "reference"
+    assert events.count("candidate") >= 2 * len(SEEDS)
 
 
 def test_poison_bits_where_reference_has_a_value_are_uninitialized(scale_shift):
@@ -260,9 +257,9 @@ def test_near_zero_task_is_degenerate_and_zeros_pass_only_with_the_flag(near_zer
 
 
 def test_informative_task_is_not_degenerate(scale_shift):
-    assert checks.degenerate_reason(torch.randn(64, 64), 1e-4, 1e-4) is None
+    assert reference.degenerate_reason(torch.randn(64, 64), 1e-4, 1e-4) is None
     broadcast_rows = torch.randn(1, 64).expand(64, 64).contiguous()
-    assert "dim 0" in checks.degenerate_reason(broadcast_rows, 1e-4, 1e-4)
+    assert "dim 0" in reference.degenerate_reason(broadcast_rows, 1e-4, 1e-4)
 
 
 def test_seed_special_casing_fails_under_secret_seeds(scale_shift):
@@ -302,31 +299,6 @@ def test_more_trials_than_seeds_derives_fresh_seeds():
     assert checks.trial_seeds({"seeds": [5], "trials": 4}) == seeds  # reproducible from the job
 
 
-def test_trials_alternate_candidate_and_reference_order(scale_shift, monkeypatch):
-    events: list[str] = []
-    real_instantiate, real_reference, real_candidate = checks.instantiate, checks.run_reference, checks.run_candidate
-
-    def logged(name, real):
-        def wrapper(*args, **kwargs):
-            events.append(name)
-            return real(*args, **kwargs)
-
-        return wrapper
-
-    monkeypatch.setattr(checks, "instantiate", logged("trial", real_instantiate))
-    monkeypatch.setattr(checks, "run_reference", logged("reference", real_reference))
-    monkeypatch.setattr(checks, "run_candidate", logged("candidate", real_candidate))
-    assert evaluate(honest, scale_shift)["status"] == "correct"
-    trials = "|".join(events).split("trial|")[1:]
-    first_calls = []
-    for index, trial in enumerate(trials):
-        calls = trial.strip("|").split("|")
-        if index == 0:
-            calls = calls[1:]  # the probe reference call that sizes the poison
-        first_calls.append(calls[0])
-    assert first_calls == ["candidate", "reference", "candidate"]
-
-
 def test_compare_follows_allclose_semantics_with_special_values():
     from builder.verify.compare import compare_outputs
 
@@ -364,3 +336,58 @@ def test_library_kernel_names_are_classified():
     own = ["scale_shift(float const*, float const*, float const*, float*, long, long)", "fused_kernel"]
     assert all(is_library_kernel(name) for name in library)
     assert not any(is_library_kernel(name) for name in own)
+
+
+def test_rebinding_a_torch_function_the_reference_uses_is_tampering(scale_shift, monkeypatch):
+    """The reference is x * weight + bias: a candidate that makes Tensor addition drop its right operand on
+    its first call, then returns x * weight, agrees with the reference computed after it. Judged against the
+    clean reference it is incorrect, and both the probe and the state comparison see the tampering."""
+    monkeypatch.setattr(torch.Tensor, "__add__", torch.Tensor.__add__)  # restored after the test
+
+    def drops_bias(x, weight, bias):
+        torch.Tensor.__add__ = lambda self, other: self.clone()
+        return torch.from_numpy(x.numpy() * weight.numpy())
+
+    result = evaluate(drops_bias, scale_shift)
+    assert result["status"] == "incorrect"
+    assert "tampers_reference" in result["flags"]
+    assert result["max_diff"] > 0.1  # the clean reference kept the bias
+    assert (
+        "torch.Tensor.__add__" in result["flag_notes"]["tampers_reference"]
+        or "clean" in result["flag_notes"]["tampers_reference"]
+    )
+
+
+def test_changing_the_tasks_default_fn_is_tampering(scale_shift, monkeypatch):
+    monkeypatch.setattr(scale_shift.Model.forward, "__defaults__", scale_shift.Model.forward.__defaults__)
+
+    def swaps_module_fn(x, weight, bias):
+        scale_shift.Model.forward.__defaults__ = (lambda x, w, b: x * w,)
+        return honest(x, weight, bias)
+
+    result = evaluate(swaps_module_fn, scale_shift)
+    assert result["status"] == "incorrect"
+    assert "tampers_reference" in result["flags"]
+
+
+def test_a_global_numeric_setting_is_tampering(scale_shift):
+    before = torch.get_default_dtype()
+
+    def switches_default_dtype(x, weight, bias):
+        torch.set_default_dtype(torch.float64)
+        return honest(x, weight, bias)
+
+    try:
+        result = evaluate(switches_default_dtype, scale_shift)
+    finally:
+        torch.set_default_dtype(before)
+    assert "tampers_reference" in result["flags"]
+    assert "default_dtype" in result["flag_notes"]["tampers_reference"]
+
+
+def test_tamper_fingerprint_sees_no_change_from_the_checks_own_work(scale_shift):
+    from builder.verify import tamper
+
+    before = tamper.fingerprint(scale_shift)
+    assert evaluate(honest, scale_shift)["status"] == "correct"
+    assert tamper.changes(before, tamper.fingerprint(scale_shift)) == []

@@ -1,6 +1,7 @@
-"""builder.verify.child end to end: a real child process evaluating compiled CPU fixtures (one shared
+"""builder.verify.child end to end: real child processes evaluating compiled CPU fixtures (one shared
 build exporting two candidates as submodules c0/c1, the way the parent batches them) and ModelNew files,
-writing the result JSON the parent reads."""
+through the parent's protocol: the clean reference child first, then the candidate's child, whose outputs the
+parent judges (builder/verify/evaluation.py)."""
 
 from __future__ import annotations
 
@@ -50,104 +51,133 @@ def shared_cpu_build(tmp_path_factory) -> tuple[str, str]:
     return done.stdout.strip().splitlines()[-1], "ka_child_test_shared"
 
 
+TASK = None  # the fixture task, described once
+
+
+def scale_shift_task():
+    from builder.tasks.suite import describe_task_file
+
+    global TASK
+    TASK = TASK or describe_task_file(SCALE_SHIFT)
+    return TASK
+
+
+def options(**fields):
+    from builder.verify.engine import VerifyOptions
+
+    settings = {"backend": "cpu", "seeds": SEEDS, "trials": 2, "timed_calls": 5, "warmup_calls": 1,
+                "timing_budget_s": 5.0, "atol": 1e-4, "rtol": 1e-4, "timeout_s": CHILD_TIMEOUT_S}  # fmt: skip
+    settings.update(fields)
+    return VerifyOptions(**settings)
+
+
+@pytest.fixture(scope="module")
+def clean_reference():
+    from builder.verify.evaluation import compute_clean_reference
+
+    reference = compute_clean_reference(scale_shift_task(), options())
+    assert reference.error is None, reference.error
+    return reference
+
+
+def evaluate(tmp_path: Path, reference, *, library: tuple[str, str, str] | None = None, python: str | None = None,
+             pooled=None) -> dict:  # fmt: skip
+    """The candidate's child run and judged as the parent does it; the judged result."""
+    from builder.candidates import Candidate
+    from builder.verify.compile import CompileResult
+    from builder.verify.evaluation import run_judged
+    from builder.verify.pool import build_job
+
+    if python is not None:
+        candidate = Candidate(task_id="1/1", source=(CANDIDATES / python).read_text(), language="python",
+                              kernel_name="fixture")  # fmt: skip
+        compiled = CompileResult(ok=True)
+    else:
+        candidate = Candidate(task_id="1/1", source="// shared build member", language="cpp", kernel_name="fixture")
+        compiled = CompileResult(ok=True, library_path=library[0], module_name=library[1], symbol_prefix=library[2])
+    scratch = pooled.scratch if pooled is not None else tmp_path
+    job = build_job(scale_shift_task(), candidate, compiled, options(), "evaluate", scratch)
+    result, outcome = run_judged(job, scratch, options(), reference, pooled)
+    assert result is not None, outcome.stderr_tail[-2000:]
+    return result
+
+
 def make_job(tmp_path: Path, **fields) -> Path:
-    job = {
-        "mode": "evaluate",
-        "task_path": str(SCALE_SHIFT),
-        "task_size": "full",
-        "backend": "cpu",
-        "language": "cpp",
-        "seeds": SEEDS,
-        "atol": 1e-4,
-        "rtol": 1e-4,
-        "trials": 2,
-        "timed_calls": 5,
-        "warmup_calls": 1,
-        "timing_budget_s": 5.0,
-        "profile": False,
-        "result_path": str(tmp_path / "result.json"),
-    }
+    job = {"mode": "evaluate", "task_path": str(SCALE_SHIFT), "task_size": "full", "backend": "cpu",
+           "language": "python", "seeds": SEEDS, "atol": 1e-4, "rtol": 1e-4, "trials": 2,
+           "result_path": str(tmp_path / "result.json")}  # fmt: skip
     job.update(fields)
     path = tmp_path / "job.json"
     path.write_text(json.dumps(job))
     return path
 
 
-def run_child(job_path: Path, stdin_mode: bool = False) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "builder.verify.child", "-" if stdin_mode else str(job_path)]
-    return subprocess.run(
-        argv, cwd=REPO, input=f"{job_path}\n" if stdin_mode else None, capture_output=True, text=True,
-        timeout=CHILD_TIMEOUT_S,
-    )  # fmt: skip
+def run_child(job_path: Path) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-m", "builder.verify.child", str(job_path)]
+    return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
 
 
 def read_result(job_path: Path) -> dict:
     return json.loads(Path(json.loads(job_path.read_text())["result_path"]).read_text())
 
 
-def test_compiled_correct_candidate_from_shared_build(tmp_path, shared_cpu_build):
+def test_compiled_correct_candidate_from_shared_build(tmp_path, shared_cpu_build, clean_reference):
     library, module = shared_cpu_build
-    job = make_job(tmp_path, library_path=library, module_name=module, symbol="c0.forward")
-    done = run_child(job)
-    assert done.returncode == 0, done.stderr[-2000:]
-    result = read_result(job)
+    result = evaluate(tmp_path, clean_reference, library=(library, module, "c0."))
     assert result["status"] == "correct", result
     assert result["flags"] == []
     assert result["trials"] == 2
     assert result["runtime"]["n"] == 5 and result["runtime"]["median_ms"] > 0
     assert "perf_counter" in result["timing_method"] and "2 input sets" in result["timing_method"]
     assert result["own_kernel_fraction"] > 0.5
-    assert not list(tmp_path.glob(".result.json.*.tmp"))  # written atomically, temp file renamed
+    assert result["max_diff"] is not None and result["max_diff"] < 1e-5  # judged against the clean reference
 
 
-def test_compiled_first_row_only_candidate_is_caught(tmp_path, shared_cpu_build):
+def test_compiled_first_row_only_candidate_is_caught(tmp_path, shared_cpu_build, clean_reference):
     library, module = shared_cpu_build
-    job = make_job(tmp_path, library_path=library, module_name=module, symbol="c1.forward")
-    assert run_child(job).returncode == 0
-    result = read_result(job)
+    result = evaluate(tmp_path, clean_reference, library=(library, module, "c1."))
     assert result["status"] == "incorrect"
     # The CPU poison is best effort (it relies on glibc handing the freed NaN blocks back): the unwritten rows show
     # the poison (uninitialized_output) or, when the allocator hands out other memory, differ between identical
     # calls (nondeterministic). Either way caught and flagged; the CUDA fixture's flag stays exact on the GPU.
     assert {"uninitialized_output", "nondeterministic"} & set(result["flags"]), result["flags"]
-    assert "runtime" not in result  # an incorrect candidate is never timed
+    assert not result.get("runtime")  # an incorrect candidate is never timed: the parent said stop
 
 
-def test_missing_symbol_is_a_runtime_error(tmp_path, shared_cpu_build):
+def test_missing_symbol_is_a_runtime_error(tmp_path, shared_cpu_build, clean_reference):
     library, module = shared_cpu_build
-    job = make_job(tmp_path, library_path=library, module_name=module, symbol="c7.forward")
-    assert run_child(job).returncode == 0
-    result = read_result(job)
+    result = evaluate(tmp_path, clean_reference, library=(library, module, "c7."))
     assert result["status"] == "runtime_error" and "c7" in result["error"]
 
 
-def test_model_new_through_stdin_mode(tmp_path):
-    job = make_job(tmp_path, language="python", python_path=str(CANDIDATES / "python/correct_uses_torch_ops.py"))
-    done = run_child(job, stdin_mode=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    result = read_result(job)
-    assert result["status"] == "correct"
+def test_model_new_in_a_pre_started_child(tmp_path, clean_reference):
+    from builder.verify.pool import EvalPool
+
+    with EvalPool(1, gpu=False, env_extra={"CUDA_VISIBLE_DEVICES": ""}, ro_binds=[SCALE_SHIFT.parent]) as pool:
+        result = evaluate(tmp_path, clean_reference, python="python/correct_uses_torch_ops.py", pooled=pool.take())
+    assert result["status"] == "correct", result
     assert result["flags"] == ["uses_torch_ops"]
-    assert result["mode"] == "evaluate"
+    assert result["mode"] == "evaluate" and result["runtime"]["n"] == 5
 
 
-def test_caching_candidate_fails(tmp_path):
-    job = make_job(tmp_path, language="python", python_path=str(CANDIDATES / "python/incorrect_caches_results.py"))
-    assert run_child(job).returncode == 0
-    result = read_result(job)
+def test_caching_candidate_fails(tmp_path, clean_reference):
+    result = evaluate(tmp_path, clean_reference, python="python/incorrect_caches_results.py")
     assert result["status"] == "incorrect"
     assert re.search(r"values outside|reused across calls", result["error"])
 
 
-def test_syntax_error_is_compile_error(tmp_path):
-    job = make_job(tmp_path, language="python", python_path=str(CANDIDATES / "python/compile_error_syntax.py"))
-    assert run_child(job).returncode == 0
-    result = read_result(job)
+def test_syntax_error_is_compile_error(tmp_path, clean_reference):
+    result = evaluate(tmp_path, clean_reference, python="python/compile_error_syntax.py")
     assert result["status"] == "compile_error" and "SyntaxError" in result["error"]
 
 
-def test_segfault_leaves_no_result(tmp_path):
-    job = make_job(tmp_path, language="python", python_path=str(CANDIDATES / "python/crash_segfault.py"))
+def test_segfault_leaves_no_result(tmp_path, clean_reference):
+    job = make_job(
+        tmp_path,
+        python_path=str(CANDIDATES / "python/crash_segfault.py"),
+        reference=clean_reference.public_manifest(),
+        outputs_path=str(tmp_path / "outputs.safetensors"),
+    )
     done = run_child(job)
     assert done.returncode != 0  # killed by SIGSEGV: the parent turns the missing result into `crash`
     assert not (tmp_path / "result.json").exists()
@@ -159,9 +189,28 @@ def test_unreadable_job_is_one_line_error(tmp_path):
     assert "Traceback" not in done.stderr and "unreadable job" in done.stderr
 
 
+def test_an_evaluation_without_a_clean_reference_is_refused(tmp_path):
+    job = make_job(tmp_path, python_path=str(CANDIDATES / "python/correct_uses_torch_ops.py"))
+    assert run_child(job).returncode == 0
+    result = read_result(job)
+    assert result["status"] == "runtime_error" and result["error_origin"] == "child"
+    assert "clean reference" in result["error"]
+
+
+def test_the_reference_child_writes_outputs_and_a_manifest_without_values(clean_reference):
+    manifest = clean_reference.public_manifest()
+    assert manifest["output_shapes"] == [[256, 256]] and manifest["output_bytes"] == [256 * 256 * 4]
+    assert {f"trial{i}" for i in range(len(SEEDS))} <= set(clean_reference.outputs)
+    assert "probe" in clean_reference.outputs and "timing0" in clean_reference.outputs
+    assert clean_reference.manifest["probe_bit_exact"] is True
+    # x, weight and bias all move the reference: the candidate's child runs under each perturbation
+    assert [kind for _, kind, _ in manifest["responsive_targets"]] == ["input", "parameter", "parameter"]
+    assert "trial0" not in json.dumps(manifest)
+
+
 @pytest.mark.slow
 def test_baseline_mode_times_eager_and_compile(tmp_path):
-    job = make_job(tmp_path, mode="baseline", timed_calls=3)
+    job = make_job(tmp_path, mode="baseline", timed_calls=3, warmup_calls=1, timing_budget_s=5.0)
     done = run_child(job)
     assert done.returncode == 0, done.stderr[-2000:]
     result = read_result(job)

@@ -1,0 +1,191 @@
+"""One candidate's evaluation: clean reference, candidate child, judgement (trusted parent side).
+
+1. `ReferenceCache.get` runs the clean reference child (mode "reference") once per task, seed set and
+   tolerance, and keeps its outputs here in the parent; every candidate of the task is judged against them.
+2. `run_judged` runs the candidate's child (mode "evaluate"). It writes the candidate's outputs and waits;
+   a watcher thread here judges them at once (`judge.judge_checks`) and answers "time" or "stop", so the
+   timing budget is spent only on kernels that passed. After the child exits, the checks are judged with the
+   child's own flags and the first output of each timed input set against its clean reference.
+
+Neither file written by a child is trusted: both are read as safetensors with a size bound.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from builder import config
+from builder.tasks import Task
+from builder.verify import environment, judge, tensor_files
+from builder.verify.pool import PooledChild, build_job, run_child
+from builder.verify.sandbox import ChildOutcome
+
+if TYPE_CHECKING:
+    from builder.verify.engine import VerifyOptions
+
+
+@dataclass
+class CleanReference:
+    """The clean reference child's outputs (unpacked, CPU) and manifest, or why there are none."""
+
+    outputs: dict[str, Any] = field(default_factory=dict)
+    manifest: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    origin: str = "task"  # who failed: the task's code, or the child (crash, timeout)
+    compute_s: float = 0.0
+
+    def public_manifest(self) -> dict[str, Any]:
+        keys = ("output_bytes", "output_shapes", "responsive_targets", "probe_seed", "timing_sets", "error")
+        return {key: self.manifest.get(key) for key in keys}
+
+    def outputs_limit(self) -> int:
+        """The most bytes a candidate's outputs file may hold: its outputs' expected size with room to spare."""
+        per_call = sum(int(n) for n in self.manifest.get("output_bytes") or [])
+        calls = int(self.manifest.get("trials") or 0) + len(self.manifest.get("responsive_targets") or [])
+        calls += 1 + int(self.manifest.get("timing_sets") or 0)
+        return 2 * per_call * calls + config.OUTPUTS_FILE_SLACK_BYTES
+
+
+class ReferenceCache:
+    """Clean references of the tasks in use, computed once each (per build: the seeds are the build's)."""
+
+    def __init__(self, capacity: int = config.REFERENCE_CACHE_TASKS) -> None:
+        self.capacity = capacity
+        self._entries: OrderedDict[str, CleanReference] = OrderedDict()
+        self._locks: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+        self.computed = 0
+
+    @staticmethod
+    def key(task: Task, options: VerifyOptions) -> str:
+        atol, rtol = task.tolerances()
+        env = environment.environment_fields(options.backend, options.device_index)
+        material = [task.source, options.backend, env["gpu_name"], env["torch_version"], list(options.seeds or []),
+                    options.atol if options.atol is not None else atol,
+                    options.rtol if options.rtol is not None else rtol, options.trials]  # fmt: skip
+        return hashlib.sha256(json.dumps(material).encode()).hexdigest()
+
+    def get(self, task: Task, options: VerifyOptions) -> CleanReference:
+        key = self.key(task, options)
+        with self._lock:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:  # one computation per task, while other tasks' candidates go on
+            with self._lock:
+                if key in self._entries:
+                    self._entries.move_to_end(key)
+                    return self._entries[key]
+            reference = compute_clean_reference(task, options)
+            self.computed += 1
+            with self._lock:
+                self._entries[key] = reference
+                while len(self._entries) > self.capacity:
+                    self._entries.popitem(last=False)
+            return reference
+
+
+def compute_clean_reference(task: Task, options: VerifyOptions) -> CleanReference:
+    """Run the reference child (the task only, never candidate code) and read what it wrote."""
+    scratch = Path(tempfile.mkdtemp(prefix="ka-reference-"))
+    try:
+        job = build_job(task, None, None, options, "reference", scratch)
+        job["outputs_path"] = str(scratch / "reference.safetensors")
+        result, outcome = run_child(job, scratch, options, config.REFERENCE_TIMEOUT_S)
+        if result is None or not isinstance(result.get("manifest"), dict):
+            how = "timed out" if outcome.timed_out else f"ended without a result ({outcome.describe()})"
+            tail = outcome.stderr_tail.strip()[-1000:]
+            return CleanReference(error=f"the reference child {how}: {tail}", origin="child", compute_s=outcome.wall_s)
+        manifest = result["manifest"]
+        if result.get("status") != "correct":
+            return CleanReference(manifest=manifest, error=str(result.get("error")), compute_s=outcome.wall_s)
+        outputs = tensor_files.read(job["outputs_path"], config.REFERENCE_FILE_MAX_BYTES)
+        return CleanReference(outputs=outputs, manifest=manifest, compute_s=outcome.wall_s)
+    except tensor_files.OutputFileError as exc:
+        return CleanReference(error=f"the reference child's outputs: {exc}", origin="child")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+class _Watcher(threading.Thread):
+    """Judges the checks' outputs as soon as the child writes them, and tells the child whether to time."""
+
+    def __init__(self, job: dict[str, Any], reference: CleanReference) -> None:
+        super().__init__(daemon=True, name="ka-judge")
+        self.job, self.reference = job, reference
+        self.done = threading.Event()
+        self.outputs: dict[str, Any] | None = None
+        self.error: str | None = None
+
+    def run(self) -> None:
+        path = Path(self.job["outputs_path"])
+        while not self.done.is_set():
+            if path.exists():
+                self._judge(path)
+                return
+            self.done.wait(config.JUDGE_POLL_S)
+
+    def _judge(self, path: Path) -> None:
+        verdict = "stop"
+        try:
+            self.outputs = tensor_files.read(path, self.reference.outputs_limit())
+            first = judge.judge_checks({"status": "correct", "flags": []}, self.outputs, self.reference.outputs,
+                                       self.reference.manifest, *_tolerance(self.job))  # fmt: skip
+            verdict = "time" if first["status"] == "correct" else "stop"
+        except tensor_files.OutputFileError as exc:
+            self.error = str(exc)
+        go = Path(self.job["go_path"])
+        go.with_name(".go.tmp").write_text(verdict)
+        go.with_name(".go.tmp").replace(go)
+
+
+def _tolerance(job: dict[str, Any]) -> tuple[float, float]:
+    return float(job["atol"]), float(job["rtol"])
+
+
+def run_judged(job: dict[str, Any], scratch: Path, options: VerifyOptions, reference: CleanReference,
+               pooled: PooledChild | None = None) -> tuple[dict[str, Any] | None, ChildOutcome]:  # fmt: skip
+    """Run the candidate's child on `job` and judge what it wrote; (result, outcome) as `run_child` gives,
+    the result holding the judged status, flags and diffs (None when the child left no result)."""
+    job["reference"] = reference.public_manifest()
+    job["outputs_path"] = str(scratch / "outputs.safetensors")
+    job["timing_outputs_path"] = str(scratch / "timing_outputs.safetensors")
+    job["go_path"] = str(scratch / "go")
+    watcher = _Watcher(job, reference)
+    watcher.start()
+    try:
+        result, outcome = run_child(job, scratch, options, options.timeout_s, pooled)
+    finally:
+        watcher.done.set()
+        watcher.join()
+    if result is None or result.get("status") not in ("correct", "runtime_error", "incorrect"):
+        return result, outcome
+    outputs = watcher.outputs
+    if outputs is None:
+        try:
+            outputs = tensor_files.read(job["outputs_path"], reference.outputs_limit())
+        except tensor_files.OutputFileError as exc:
+            if result.get("status") != "correct":
+                return result, outcome  # it failed before writing outputs (raised on load, say)
+            return {**result, "status": "incorrect", "error": f"the candidate's outputs: {exc}"}, outcome
+    judged = judge.judge_checks(result, outputs, reference.outputs, reference.manifest, *_tolerance(job))
+    if judged["status"] == "correct" and isinstance(result.get("runtime"), dict):
+        error = _timing_error(job, reference)
+        if error:
+            judged.update(status="incorrect", error=error, runtime=None)
+    return judged, outcome
+
+
+def _timing_error(job: dict[str, Any], reference: CleanReference) -> str | None:
+    try:
+        timed = tensor_files.read(job["timing_outputs_path"], reference.outputs_limit())
+    except tensor_files.OutputFileError as exc:
+        return f"timed outputs: {exc}"
+    sets = int(reference.manifest.get("timing_sets") or 0)
+    return judge.judge_timing(timed, reference.outputs, sets, *_tolerance(job))

@@ -1,0 +1,116 @@
+"""Named outputs across the sandbox boundary as one safetensors file (both sides).
+
+The candidate's child writes what the candidate returned; the clean reference child writes the reference's
+outputs; the trusted parent reads both and judges (`judge.py`). safetensors is a format made to be read from
+untrusted files: a bounded JSON header and raw tensor bytes, no code, no pickle.
+
+A named value is a tensor or a (nested) tuple/list of tensors, stored flat as `name#0`, `name#1`, ... with
+their devices in the header's metadata; anything else (None, a number, an exception's text) is stored as
+its description, so the judge can say what came back instead of tensors.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from builder.verify.compare import describe, flatten_outputs
+
+META_KEY = "ka_outputs"
+
+
+def pack(named: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(flat CPU tensors, description of each name) of named outputs; device tensors are copied to the CPU."""
+    tensors: dict[str, Any] = {}
+    meta: dict[str, Any] = {}
+    for name, value in named.items():
+        if isinstance(value, str):
+            meta[name] = {"kind": "other", "describe": value}
+            continue
+        flat = flatten_outputs(value)
+        if flat is None:
+            meta[name] = {"kind": "other", "describe": describe(value)}
+            continue
+        meta[name] = {"kind": "tensors", "count": len(flat), "devices": [str(t.device) for t in flat]}
+        for index, tensor in enumerate(flat):
+            # contiguous private copies: safetensors refuses views and tensors that share storage
+            tensors[f"{name}#{index}"] = tensor.detach().to("cpu").contiguous().clone()
+    return tensors, meta
+
+
+def write(path: str | Path, named: dict[str, Any]) -> None:
+    from safetensors.torch import save_file
+
+    tensors, meta = pack(named)
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.tmp")
+    save_file(tensors, str(temporary), metadata={META_KEY: json.dumps(meta)})
+    temporary.replace(path)
+
+
+class OutputFileError(Exception):
+    """The file is missing, too large, malformed, or does not describe its tensors."""
+
+
+def read(path: str | Path, max_bytes: int) -> dict[str, list[Any] | str]:
+    """name -> list of TensorOnDevice (a CPU copy and the device it was returned on), or the description of a
+    non-tensor value. The file is untrusted: every name and count is checked against the tensors."""
+    from safetensors import safe_open
+
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise OutputFileError(f"no outputs file ({exc.strerror})") from None
+    if size > max_bytes:
+        raise OutputFileError(f"outputs file of {size} bytes exceeds the {max_bytes}-byte limit")
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            meta = json.loads((handle.metadata() or {}).get(META_KEY, "null"))
+            loaded = {key: handle.get_tensor(key) for key in handle.keys()}
+    except Exception as exc:  # noqa: BLE001 - a malformed file from the untrusted side
+        raise OutputFileError(f"unreadable outputs file: {type(exc).__name__}: {exc}"[:500]) from None
+    return unpack(loaded, meta)
+
+
+def unpack(tensors: dict[str, Any], meta: Any) -> dict[str, list[Any] | str]:
+    """`pack`'s two halves back into name -> list of TensorOnDevice, or the description of a non-tensor value.
+    Both halves may come from the untrusted side: every name and count is checked against the tensors."""
+    if not isinstance(meta, dict):
+        raise OutputFileError("outputs file without its description")
+    values: dict[str, list[Any] | str] = {}
+    for name, spec in meta.items():
+        if not isinstance(spec, dict):
+            raise OutputFileError(f"bad description of {name!r}")
+        if spec.get("kind") == "other":
+            values[str(name)] = str(spec.get("describe"))[:200]
+            continue
+        count, devices = spec.get("count"), spec.get("devices")
+        if not isinstance(count, int) or not isinstance(devices, list) or len(devices) != count:
+            raise OutputFileError(f"bad description of {name!r}")
+        keys = [f"{name}#{i}" for i in range(count)]
+        if any(key not in tensors for key in keys):
+            raise OutputFileError(f"outputs file lacks tensors of {name!r}")
+        values[str(name)] = [
+            TensorOnDevice(tensors[key], str(device)) for key, device in zip(keys, devices, strict=True)
+        ]
+    return values
+
+
+class TensorOnDevice:
+    """A CPU copy of an output and the device it was returned on (the judge checks the device)."""
+
+    __slots__ = ("tensor", "device")
+
+    def __init__(self, tensor: Any, device: str) -> None:
+        self.tensor = tensor
+        self.device = device
+
+
+def tensors_of(value: list[Any] | str | None) -> list[Any] | None:
+    return [item.tensor for item in value] if isinstance(value, list) else None
+
+
+def devices_of(value: list[Any] | str | None) -> list[str]:
+    return [item.device for item in value] if isinstance(value, list) else []
