@@ -40,6 +40,7 @@ class BaselineCache:
         self._lock = threading.Lock()
         self._failed: set[str] = set()  # keys whose baseline failed in this build: not retried per candidate
         self._warming: dict[str, Future] = {}
+        self._refreshed: set[str] = set()  # keys measured again in this build
 
     def _compiler_cache(self) -> tuple[dict[str, str], list[Path]]:
         """inductor/triton caches shared by this build's baseline children (reference code only: candidate
@@ -84,7 +85,9 @@ class BaselineCache:
         material = json.dumps([task.source, options.backend, env["gpu_name"], env["torch_version"], size])
         return f"{task.level}_{task.number}_{hashlib.sha256(material.encode()).hexdigest()[:24]}"
 
-    def get(self, task: Task, options: VerifyOptions) -> dict[str, Any] | None:
+    def get(self, task: Task, options: VerifyOptions, refresh: bool = False) -> dict[str, Any] | None:
+        """The task's baseline, measured on first use. `refresh`: measure again, once per task per build (an
+        evaluation found the machine's eager speed moved away from the cached figure)."""
         self.directory.mkdir(parents=True, exist_ok=True)
         key = self.key(task, options)
         path = self.directory / f"{key}.json"
@@ -98,6 +101,9 @@ class BaselineCache:
         with self._lock, open(self.directory / f"{key}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             cached = read_result(path)
+            if refresh and key not in self._refreshed:
+                self._refreshed.add(key)
+                cached = None
             if cached is not None or key in self._failed:
                 return cached
             scratch = Path(tempfile.mkdtemp(prefix="ka-baseline-"))
@@ -115,5 +121,7 @@ class BaselineCache:
                 return None
             keep = ("eager_ms", "compile_ms", "timing_method", "eager_runtime", "compile_runtime", "compile_error")
             baseline = {k: result.get(k) for k in keep}
-            path.write_text(json.dumps(baseline))
+            temporary = path.with_name(f".{path.name}.tmp")
+            temporary.write_text(json.dumps(baseline))
+            temporary.replace(path)
             return baseline

@@ -157,9 +157,21 @@ def evaluate_compiled(compiled: CompileResult, candidate: Candidate, task: Task,
     if status == "correct" and isinstance(runtime, dict) and runtime.get("median_ms"):
         baselines = baselines or BaselineCache(options.baseline_cache_dir)
         baseline = baselines.get(task, options)
+        if _eager_disagrees(result, baseline):  # the machine changed since the baseline was cached: measure again
+            baseline = baselines.get(task, options, refresh=True) or baseline
     record = verdict.assemble_record(base, status=status, error=error, result=result, static_flags=static_flags,
                                      baseline=baseline, extra=extra)  # fmt: skip
     return attach_profiles(record, candidate, task, options, compiled)
+
+
+def _eager_disagrees(result: dict[str, Any], baseline: dict[str, Any] | None) -> bool:
+    """Whether the eager timed in the candidate's window and the clean process's cached eager differ by more
+    than config.EAGER_CROSSCHECK_TOLERANCE."""
+    window = result.get("eager_window") if isinstance(result.get("eager_window"), dict) else {}
+    in_window, clean = window.get("median_ms"), (baseline or {}).get("eager_ms")
+    if not isinstance(in_window, (int, float)) or not isinstance(clean, (int, float)) or clean <= 0:
+        return False
+    return abs(in_window / clean - 1.0) > config.EAGER_CROSSCHECK_TOLERANCE
 
 
 def attach_profiles(

@@ -178,14 +178,19 @@ def run_judged(job: dict[str, Any], scratch: Path, options: VerifyOptions, refer
     if judged["status"] == "correct" and isinstance(result.get("runtime"), dict):
         error = _timing_error(job, reference)
         if error:
-            judged.update(status="incorrect", error=error, runtime=None)
+            judged.update(status="incorrect", error=error)
+    if judged["status"] != "correct":  # only a kernel judged correct has a runtime worth a record
+        for name in ("runtime", "eager_window", "speedup_blocks"):
+            judged.pop(name, None)
     return judged, outcome
 
 
 def _timing_error(job: dict[str, Any], reference: CleanReference) -> str | None:
+    sets = int(reference.manifest.get("timing_sets") or 0)
+    if not sets:
+        return None
     try:
         timed = tensor_files.read(job["timing_outputs_path"], reference.outputs_limit())
     except tensor_files.OutputFileError as exc:
         return f"timed outputs: {exc}"
-    sets = int(reference.manifest.get("timing_sets") or 0)
     return judge.judge_timing(timed, reference.outputs, sets, *_tolerance(job))

@@ -71,9 +71,12 @@ def tamper_reason(candidate: Outputs, reference: Outputs, manifest: dict[str, An
 def judge_checks(child_result: dict[str, Any], candidate: Outputs, reference: Outputs, manifest: dict[str, Any],
                  atol: float, rtol: float) -> dict[str, Any]:  # fmt: skip
     """The child's result with the comparisons made: status, flags, error, max_diff, mean_diff."""
-    result = dict(child_result)
-    flags = set(result.get("flags") or [])
-    notes = dict(result.get("flag_notes") or {})
+    result = dict(child_result)  # untrusted: only well-typed flags and notes are kept
+    flags = (
+        {f for f in result.get("flags") or [] if isinstance(f, str)} if isinstance(result.get("flags"), list) else set()
+    )
+    raw_notes = result.get("flag_notes") if isinstance(result.get("flag_notes"), dict) else {}
+    notes = {str(k): str(v) for k, v in raw_notes.items()}
 
     def flag(name: str, why: str) -> None:
         flags.add(name)
@@ -116,7 +119,7 @@ def judge_checks(child_result: dict[str, Any], candidate: Outputs, reference: Ou
     if status == "correct" and (errors or disqualified):
         status = "incorrect"
     if status == "incorrect" or (status == "correct" and not result.get("error")):
-        lines = errors[:1] + [f"{name}: {notes[name]}" for name in disqualified]
+        lines = errors[:1] + [f"{name}: {notes.get(name, 'flagged by the candidate side')}" for name in disqualified]
         result["error"] = "; ".join(lines) or None
     result.update(status=status, flags=sorted(flags), flag_notes=dict(sorted(notes.items())), max_diff=max_diff,
                   mean_diff=sum(mean_diffs) / len(mean_diffs) if mean_diffs else None)  # fmt: skip

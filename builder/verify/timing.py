@@ -86,6 +86,55 @@ def describe_method(device: str, warmup_calls: int, n: int, n_sets: int) -> str:
     )
 
 
+class _Timer:
+    """Times single calls rotating over input sets through one set of buffers, checking every output."""
+
+    def __init__(self, sets: list[InputSet], device: str, atol: float, rtol: float) -> None:
+        import torch
+
+        self.sets, self.device, self.atol, self.rtol = sets, device, atol, rtol
+        self.live = snapshot(sets[0].inputs)  # the buffers every call sees; contents rotate between sets
+        if device == "cuda":
+            self.flush = torch.empty(config.L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+        else:
+            self.flush = torch.empty(config.CPU_CACHE_FLUSH_BYTES // 4, dtype=torch.float32)
+        self.calls = 0
+        self.first_outputs: dict[str, Any] = {}
+
+    def time_call(self) -> float:
+        """One call on the next input set; its time in ms (TimingMismatch when its output is stale)."""
+        import torch
+
+        index = self.calls % len(self.sets)
+        self.calls += 1
+        for buffer, value in zip(self.live, self.sets[index].inputs, strict=True):
+            if isinstance(buffer, torch.Tensor):
+                buffer.copy_(value)
+        self.flush.fill_(self.calls % 7)
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            out = self.sets[index].call(*self.live)
+            torch.cuda.synchronize()
+            end.record()
+            end.synchronize()
+            elapsed_ms = start.elapsed_time(end)
+        else:
+            begin = time.perf_counter()
+            out = self.sets[index].call(*self.live)
+            elapsed_ms = (time.perf_counter() - begin) * 1e3
+        if self.sets[index].reference is None:
+            self.sets[index].reference = clone_output(out)
+            self.first_outputs[f"timing{index}"] = self.sets[index].reference
+        comparison = compare_outputs(out, self.sets[index].reference, self.atol, self.rtol)
+        if not comparison.ok:
+            raise TimingMismatch(
+                f"timed call {self.calls} (input set {index + 1}): {comparison.error} - results reused across calls?"
+            )
+        return elapsed_ms
+
+
 def measure(
     sets: list[InputSet],
     device: str,
@@ -104,60 +153,72 @@ def measure(
     """
     import torch
 
-    live = snapshot(sets[0].inputs)  # the buffers every call sees; contents rotate between sets
-
-    def load(index: int) -> None:
-        for buffer, value in zip(live, sets[index].inputs, strict=True):
-            if isinstance(buffer, torch.Tensor):
-                buffer.copy_(value)
-
-    if device == "cuda":
-        flush = torch.empty(config.L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
-    else:
-        flush = torch.empty(config.CPU_CACHE_FLUSH_BYTES // 4, dtype=torch.float32)
+    timer = _Timer(sets, device, atol, rtol)
     samples: list[float] = []
-    first_outputs: dict[str, Any] = {}
-    started = None
     # Every set is seen once before timing starts (a per-model torch.compile happens in warm-up).
     warmup_calls = max(warmup_calls, len(sets))
-    total = warmup_calls + max(timed_calls, 1)
     with torch.no_grad():
-        for call_index in range(total):
-            set_index = call_index % len(sets)
-            load(set_index)
-            flush.fill_(call_index % 7)
-            if device == "cuda":
-                torch.cuda.synchronize()
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                out = sets[set_index].call(*live)
-                torch.cuda.synchronize()
-                end.record()
-                end.synchronize()
-                elapsed_ms = start.elapsed_time(end)
-            else:
-                begin = time.perf_counter()
-                out = sets[set_index].call(*live)
-                elapsed_ms = (time.perf_counter() - begin) * 1e3
-            if sets[set_index].reference is None:
-                sets[set_index].reference = clone_output(out)
-                first_outputs[f"timing{set_index}"] = sets[set_index].reference
-            comparison = compare_outputs(out, sets[set_index].reference, atol, rtol)
-            if not comparison.ok:
-                raise TimingMismatch(
-                    f"timed call {call_index + 1} (input set {set_index + 1}): {comparison.error} "
-                    "- results reused across calls?"
-                )
-            del out
-            if call_index < warmup_calls:
-                continue
-            if started is None:
-                started = time.perf_counter()
-            samples.append(elapsed_ms)
+        for _ in range(warmup_calls):
+            timer.time_call()
+        started = time.perf_counter()
+        for _ in range(max(timed_calls, 1)):
+            samples.append(timer.time_call())
             if len(samples) >= min_calls and time.perf_counter() - started > budget_s:
                 break
     method = describe_method(device, warmup_calls, len(samples), len(sets))
-    return {"runtime": _stats(samples), "timing_method": method, "first_outputs": first_outputs}
+    return {"runtime": _stats(samples), "timing_method": method, "first_outputs": timer.first_outputs}
+
+
+def measure_interleaved(
+    candidate_sets: list[InputSet],
+    eager_sets: list[InputSet],
+    device: str,
+    *,
+    atol: float,
+    rtol: float,
+    warmup_calls: int = config.WARMUP_CALLS,
+    timed_calls: int = config.TIMED_CALLS,
+    budget_s: float = config.TIMING_BUDGET_S,
+    min_calls: int = config.MIN_TIMED_CALLS,
+) -> dict[str, Any]:
+    """The candidate and PyTorch eager in one window, in alternating blocks, so that drift and load hit both.
+
+    Returns {"runtime", "eager_window" (stats of both), "speedup_blocks" (eager/candidate median per block pair),
+    "timing_method", "first_outputs" (the candidate's)}.
+    """
+    import torch
+
+    blocks = max(1, min(config.TIMING_BLOCKS, timed_calls))
+    per_block = max(1, round(timed_calls / blocks))
+    candidate, eager = _Timer(candidate_sets, device, atol, rtol), _Timer(eager_sets, device, atol, rtol)
+    warmup_calls = max(warmup_calls, len(candidate_sets))
+    cand_samples: list[float] = []
+    eager_samples: list[float] = []
+    ratios: list[float] = []
+    with torch.no_grad():
+        for _ in range(warmup_calls):
+            candidate.time_call()
+            eager.time_call()
+        started = time.perf_counter()
+        for block in range(blocks):
+            # Which side goes first alternates, so neither always follows the other's cache or clock state.
+            first, second = (candidate, eager) if block % 2 == 0 else (eager, candidate)
+            first_block = [first.time_call() for _ in range(per_block)]
+            second_block = [second.time_call() for _ in range(per_block)]
+            cand_block, eager_block = (first_block, second_block) if first is candidate else (second_block, first_block)
+            cand_samples += cand_block
+            eager_samples += eager_block
+            ratios.append(statistics.median(eager_block) / max(statistics.median(cand_block), 1e-9))
+            enough = len(cand_samples) >= min_calls and block + 1 >= config.MIN_TIMING_BLOCKS
+            if enough and time.perf_counter() - started > budget_s:
+                break
+    method = describe_method(device, warmup_calls, len(cand_samples), len(candidate_sets))
+    method += (
+        f"; PyTorch eager timed the same way in the same window, {len(ratios)} alternating blocks of {per_block} "
+        "calls each (speedup = eager median / candidate median over the window; spread from per-block ratios)"
+    )
+    return {"runtime": _stats(cand_samples), "eager_window": _stats(eager_samples), "speedup_blocks": ratios,
+            "timing_method": method, "first_outputs": candidate.first_outputs}  # fmt: skip
 
 
 def timing_seeds(job: dict[str, Any]) -> list[int]:
@@ -184,14 +245,19 @@ def job_counts(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def time_candidate(binding: Any, task_module: Any, job: dict[str, Any], device: str) -> dict[str, Any]:
-    """Time a candidate that passed the checks; {"runtime", "timing_method"} or {"error"} on a mismatch."""
+    """Time a candidate that passed the checks, interleaved with PyTorch eager on the same input sets;
+    `measure_interleaved`'s fields, or {"error"} on a mismatch. Eager runs here only for its time: the tampering
+    checks that follow timing cover it, and the parent cross-checks it against a clean process's eager."""
 
     def make_call(model: Any, seed: int):
         return binding.bind(model, task_module, seed, device).call
 
-    sets = build_input_sets(task_module, timing_seeds(job), device, make_call, with_reference=False)
+    seeds = timing_seeds(job)
+    candidate_sets = build_input_sets(task_module, seeds, device, make_call, with_reference=False)
+    eager_sets = build_input_sets(task_module, seeds, device, lambda model, seed: model, with_reference=False)
     try:
-        return measure(sets, device, atol=float(job["atol"]), rtol=float(job["rtol"]), **job_counts(job))
+        return measure_interleaved(candidate_sets, eager_sets, device, atol=float(job["atol"]),
+                                   rtol=float(job["rtol"]), **job_counts(job))  # fmt: skip
     except TimingMismatch as exc:
         return {"error": str(exc)}
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from datetime import datetime, timezone
 from typing import Any
 
@@ -74,6 +75,17 @@ def speedup(baseline_ms: float | None, runtime_ms: float | None) -> float | None
     return baseline_ms / runtime_ms
 
 
+def ratio_spread(ratios: Any) -> float | None:
+    """Interquartile range of the per-block speedups (None for fewer than two finite ones)."""
+    if not isinstance(ratios, list):
+        return None
+    values = sorted(v for v in (_number(r) for r in ratios) if v is not None)
+    if len(values) < 2:
+        return None
+    quartiles = statistics.quantiles(values, n=4, method="inclusive")
+    return quartiles[2] - quartiles[0]
+
+
 def base_fields(candidate: Candidate, task: Task, backend: str) -> dict[str, Any]:
     """Identity, provenance and code: everything known before anything runs."""
     fields = candidate.provenance_fields()
@@ -124,8 +136,13 @@ def assemble_record(
             fields["torch_profile"] = _json_text(result["torch_profile"])
         fields["torch_own_fraction"] = _number(result.get("own_kernel_fraction"))
     if baseline:
-        fields["eager_ms"] = _number(baseline.get("eager_ms"))
+        fields["eager_clean_ms"] = _number(baseline.get("eager_ms"))
+        fields["eager_ms"] = fields["eager_clean_ms"]
         fields["compile_ms"] = _number(baseline.get("compile_ms"))
+    window = result.get("eager_window") if isinstance(result.get("eager_window"), dict) else {}
+    if _number(window.get("median_ms")) is not None and fields.get("runtime_ms") is not None:
+        fields["eager_ms"] = _number(window.get("median_ms"))  # timed beside the kernel: the speedup's basis
+        fields["speedup_eager_iqr"] = ratio_spread(result.get("speedup_blocks"))
     fields["speedup_eager"] = speedup(fields.get("eager_ms"), fields.get("runtime_ms"))
     fields["speedup_compile"] = speedup(fields.get("compile_ms"), fields.get("runtime_ms"))
     if fields["speedup_eager"] is not None and fields["speedup_eager"] > config.SUSPICIOUS_SPEEDUP:

@@ -66,8 +66,66 @@ def test_result_cache_fails_while_timing(module):
         return cache[key].clone()
 
     result = timing.time_candidate(FunctionalBinding(caches_by_address), module, JOB, "cpu")
-    assert "runtime" not in result
-    assert "reused across calls" in result["error"] and "input set 2" in result["error"]
+    # No reference runs in the candidate's process: set 2's first output (set 1's, reused) goes to the judge,
+    # which compares it with the clean reference of set 2.
+    assert judge_timing_outputs(module, result) == "input set 2"
+
+
+def judge_timing_outputs(module, timed: dict) -> str | None:
+    from builder.verify import judge, tensor_files
+    from builder.verify.reference import compute_reference
+
+    job = dict(JOB, backend="cpu", trials=1)
+    reference = tensor_files.unpack(*tensor_files.pack(compute_reference(module, job).outputs))
+    outputs = tensor_files.unpack(*tensor_files.pack(timed["first_outputs"]))
+    error = judge.judge_timing(outputs, reference, 2, JOB["atol"], JOB["rtol"])
+    return error and ("input set 2" if "timed input set 2" in error and "reused across calls" in error else error)
+
+
+def test_an_honest_candidates_timed_outputs_pass_the_judge(module):
+    timed = timing.time_candidate(FunctionalBinding(honest), module, JOB, "cpu")
+    assert set(timed["first_outputs"]) == {"timing0", "timing1"}
+    assert judge_timing_outputs(module, timed) is None
+
+
+def test_a_stale_output_within_one_input_set_fails_in_the_child(module):
+    calls = {"n": 0}
+
+    def stale_after_four(x, weight, bias):
+        calls["n"] += 1
+        out = honest(x, weight, bias)
+        return out if calls["n"] <= 4 else out + 1.0
+
+    result = timing.time_candidate(FunctionalBinding(stale_after_four), module, JOB, "cpu")
+    assert "runtime" not in result and "reused across calls" in result["error"]
+
+
+def test_eager_is_timed_in_alternating_blocks_in_the_same_window(module):
+    order = []
+
+    def recording(x, weight, bias):
+        order.append("candidate")
+        return honest(x, weight, bias)
+
+    real_forward = module.Model.forward
+
+    def eager_forward(self, x, fn=module.module_fn):
+        if fn is module.module_fn:
+            order.append("eager")
+        return real_forward(self, x, fn)
+
+    module.Model.forward = eager_forward
+    try:
+        result = timing.time_candidate(FunctionalBinding(recording), module, dict(JOB, timed_calls=20), "cpu")
+    finally:
+        module.Model.forward = real_forward
+    timed = order[2 * 2 :]  # after the warm-up calls of both
+    blocks = [timed[i : i + 2] for i in range(0, len(timed), 2)]
+    assert result["runtime"]["n"] == 20 and result["eager_window"]["n"] == 20
+    assert len(result["speedup_blocks"]) == 10 and all(r > 0 for r in result["speedup_blocks"])
+    assert blocks[0] == ["candidate", "candidate"] and blocks[1] == ["eager", "eager"]
+    assert blocks[2] == ["eager", "eager"] and blocks[3] == ["candidate", "candidate"]  # the order alternates
+    assert "alternating blocks" in result["timing_method"]
 
 
 def test_budget_stops_after_the_minimum(module):
