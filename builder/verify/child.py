@@ -109,7 +109,7 @@ def run_reference_job(job: dict[str, Any]) -> dict[str, Any]:
     bundle = compute_reference(_load_task(job), job)
     if bundle.manifest.get("error"):
         return {**_failure("runtime_error", bundle.manifest["error"], "task"), "manifest": bundle.manifest}
-    tensor_files.write(job["outputs_path"], bundle.outputs)
+    tensor_files.write_dir(job["outputs_dir"], bundle.outputs)
     return {"status": "correct", "flags": [], "error": None, "manifest": bundle.manifest}
 
 
@@ -148,7 +148,7 @@ def run_evaluate(job: dict[str, Any]) -> dict[str, Any]:
     run = run_candidate_side(binding, task_module, job, manifest)
     if changed := tamper.changes(before, tamper.fingerprint(task_module)):
         run.flag("tampers_reference", "; ".join(changed))
-    tensor_files.write(job["outputs_path"], run.outputs)
+    tensor_files.write_dir(job["outputs_dir"], run.outputs)
     result = run.result()
     if result["status"] != "correct" or set(result["flags"]) & disqualifying_flags() or not _await_judgement(job):
         return result
@@ -161,7 +161,7 @@ def run_evaluate(job: dict[str, Any]) -> dict[str, Any]:
     if "error" in timed:  # outputs went stale across calls: a cached result
         result.update(status="incorrect", error=timed["error"])
         return result
-    tensor_files.write(job["timing_outputs_path"], timed.pop("first_outputs"))
+    tensor_files.write_dir(job["timing_outputs_dir"], timed.pop("first_outputs"))
     if changed := tamper.changes(before, tamper.fingerprint(task_module)):
         result["flags"] = sorted({*result["flags"], "tampers_reference"})
         result["flag_notes"].setdefault("tampers_reference", "while timing: " + "; ".join(changed))

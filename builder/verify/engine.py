@@ -126,7 +126,8 @@ def evaluate_compiled(compiled: CompileResult, candidate: Candidate, task: Task,
         record = verdict.assemble_record(base, status=status, error=compiled.error, static_flags=static_flags,
                                          extra=extra)  # fmt: skip
         return attach_profiles(record, candidate, task, options, compiled)
-    reference = (references or ReferenceCache()).get(task, options)
+    references = references or ReferenceCache()  # held until the record is made: it owns the reference files
+    reference = references.get(task, options)
     if reference.error:  # the task's reference failed in a clean process: nothing to judge against
         if pooled is not None:
             pooled.discard()

@@ -1,13 +1,14 @@
 """One candidate's evaluation: clean reference, candidate child, judgement (trusted parent side).
 
 1. `ReferenceCache.get` runs the clean reference child (mode "reference") once per task, seed set and
-   tolerance, and keeps its outputs here in the parent; every candidate of the task is judged against them.
+   tolerance; its output files stay in a directory private to the parent (never bound into a candidate's
+   sandbox), and every candidate of the task is judged against them.
 2. `run_judged` runs the candidate's child (mode "evaluate"). It writes the candidate's outputs and waits;
    a watcher thread here judges them at once (`judge.judge_checks`) and answers "time" or "stop", so the
    timing budget is spent only on kernels that passed. After the child exits, the checks are judged with the
    child's own flags and the first output of each timed input set against its clean reference.
 
-Neither file written by a child is trusted: both are read as safetensors with a size bound.
+No file written by a child is trusted: each is read as safetensors with a size bound, one output at a time.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import shutil
 import tempfile
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
 class CleanReference:
     """The clean reference child's outputs (unpacked, CPU) and manifest, or why there are none."""
 
-    outputs: dict[str, Any] = field(default_factory=dict)
+    outputs: Any = None  # tensor_files.OutputsDir (or a dict of unpacked values)
     manifest: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     origin: str = "task"  # who failed: the task's code, or the child (crash, timeout)
@@ -46,12 +48,14 @@ class CleanReference:
         keys = ("output_bytes", "output_shapes", "responsive_targets", "probe_seed", "timing_sets", "error")
         return {key: self.manifest.get(key) for key in keys}
 
-    def outputs_limit(self) -> int:
-        """The most bytes a candidate's outputs file may hold: its outputs' expected size with room to spare."""
+    def file_limit(self) -> int:
+        """The most bytes one of a candidate's output files may hold: one call's outputs, with room to spare."""
         per_call = sum(int(n) for n in self.manifest.get("output_bytes") or [])
-        calls = int(self.manifest.get("trials") or 0) + len(self.manifest.get("responsive_targets") or [])
-        calls += 1 + int(self.manifest.get("timing_sets") or 0)
-        return 2 * per_call * calls + config.OUTPUTS_FILE_SLACK_BYTES
+        return 2 * per_call + config.OUTPUTS_FILE_SLACK_BYTES
+
+    def release(self) -> None:
+        if isinstance(self.outputs, tensor_files.OutputsDir):
+            self.outputs.remove()
 
 
 class ReferenceCache:
@@ -59,6 +63,9 @@ class ReferenceCache:
 
     def __init__(self, capacity: int = config.REFERENCE_CACHE_TASKS) -> None:
         self.capacity = capacity
+        # Private to this process: never bound into a candidate's sandbox.
+        self.root = Path(tempfile.mkdtemp(prefix="ka-references-"))
+        self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.root), True)
         self._entries: OrderedDict[str, CleanReference] = OrderedDict()
         self._locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
@@ -82,30 +89,41 @@ class ReferenceCache:
                 if key in self._entries:
                     self._entries.move_to_end(key)
                     return self._entries[key]
-            reference = compute_clean_reference(task, options)
+            reference = compute_clean_reference(task, options, self.root / key[:24])
             self.computed += 1
             with self._lock:
                 self._entries[key] = reference
                 while len(self._entries) > self.capacity:
-                    self._entries.popitem(last=False)
+                    self._entries.popitem(last=False)[1].release()
             return reference
 
+    def close(self) -> None:
+        self._finalizer()
 
-def compute_clean_reference(task: Task, options: VerifyOptions) -> CleanReference:
-    """Run the reference child (the task only, never candidate code) and read what it wrote."""
+
+def compute_clean_reference(task: Task, options: VerifyOptions, directory: Path) -> CleanReference:
+    """Run the reference child (the task only, never candidate code); its outputs stay in `directory`."""
     scratch = Path(tempfile.mkdtemp(prefix="ka-reference-"))
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
     try:
         job = build_job(task, None, None, options, "reference", scratch)
-        job["outputs_path"] = str(scratch / "reference.safetensors")
-        result, outcome = run_child(job, scratch, options, config.REFERENCE_TIMEOUT_S)
+        job["outputs_dir"] = str(directory)
+        result, outcome = run_child(job, scratch, options, config.REFERENCE_TIMEOUT_S, writable=[directory])
         if result is None or not isinstance(result.get("manifest"), dict):
-            how = "timed out" if outcome.timed_out else f"ended without a result ({outcome.describe()})"
+            if outcome.timed_out:
+                how = f"timed out after {config.REFERENCE_TIMEOUT_S:g} s"
+            elif result is None:
+                how = f"ended without a result ({outcome.describe()})"
+            else:
+                how = f"failed: {result.get('error')}"
             tail = outcome.stderr_tail.strip()[-1000:]
-            return CleanReference(error=f"the reference child {how}: {tail}", origin="child", compute_s=outcome.wall_s)
+            error = f"the reference child {how}" + (f"; stderr tail:\n{tail}" if tail else "")
+            return CleanReference(error=error, origin="child", compute_s=outcome.wall_s)
         manifest = result["manifest"]
         if result.get("status") != "correct":
             return CleanReference(manifest=manifest, error=str(result.get("error")), compute_s=outcome.wall_s)
-        outputs = tensor_files.read(job["outputs_path"], config.REFERENCE_FILE_MAX_BYTES)
+        outputs = tensor_files.OutputsDir(directory, config.REFERENCE_FILE_MAX_BYTES, keep_loaded=False)
         return CleanReference(outputs=outputs, manifest=manifest, compute_s=outcome.wall_s)
     except tensor_files.OutputFileError as exc:
         return CleanReference(error=f"the reference child's outputs: {exc}", origin="child")
@@ -124,22 +142,24 @@ class _Watcher(threading.Thread):
         self.error: str | None = None
 
     def run(self) -> None:
-        path = Path(self.job["outputs_path"])
+        directory = Path(self.job["outputs_dir"])
         while not self.done.is_set():
-            if path.exists():
-                self._judge(path)
+            if tensor_files.is_complete(directory):
+                self._judge(directory)
                 return
             self.done.wait(config.JUDGE_POLL_S)
 
-    def _judge(self, path: Path) -> None:
+    def _judge(self, directory: Path) -> None:
         verdict = "stop"
         try:
-            self.outputs = tensor_files.read(path, self.reference.outputs_limit())
+            self.outputs = tensor_files.OutputsDir(directory, self.reference.file_limit())
             first = judge.judge_checks({"status": "correct", "flags": []}, self.outputs, self.reference.outputs,
                                        self.reference.manifest, *_tolerance(self.job))  # fmt: skip
             verdict = "time" if first["status"] == "correct" else "stop"
         except tensor_files.OutputFileError as exc:
             self.error = str(exc)
+        except Exception as exc:  # noqa: BLE001 - the child must never wait on a watcher that died
+            self.error = f"judging failed: {type(exc).__name__}: {exc}"
         go = Path(self.job["go_path"])
         go.with_name(".go.tmp").write_text(verdict)
         go.with_name(".go.tmp").replace(go)
@@ -154,8 +174,8 @@ def run_judged(job: dict[str, Any], scratch: Path, options: VerifyOptions, refer
     """Run the candidate's child on `job` and judge what it wrote; (result, outcome) as `run_child` gives,
     the result holding the judged status, flags and diffs (None when the child left no result)."""
     job["reference"] = reference.public_manifest()
-    job["outputs_path"] = str(scratch / "outputs.safetensors")
-    job["timing_outputs_path"] = str(scratch / "timing_outputs.safetensors")
+    job["outputs_dir"] = str(scratch / "outputs")
+    job["timing_outputs_dir"] = str(scratch / "timing_outputs")
     job["go_path"] = str(scratch / "go")
     watcher = _Watcher(job, reference)
     watcher.start()
@@ -169,7 +189,7 @@ def run_judged(job: dict[str, Any], scratch: Path, options: VerifyOptions, refer
     outputs = watcher.outputs
     if outputs is None:
         try:
-            outputs = tensor_files.read(job["outputs_path"], reference.outputs_limit())
+            outputs = tensor_files.OutputsDir(job["outputs_dir"], reference.file_limit())
         except tensor_files.OutputFileError as exc:
             if result.get("status") != "correct":
                 return result, outcome  # it failed before writing outputs (raised on load, say)
@@ -190,7 +210,7 @@ def _timing_error(job: dict[str, Any], reference: CleanReference) -> str | None:
     if not sets:
         return None
     try:
-        timed = tensor_files.read(job["timing_outputs_path"], reference.outputs_limit())
+        timed = tensor_files.OutputsDir(job["timing_outputs_dir"], reference.file_limit())
     except tensor_files.OutputFileError as exc:
         return f"timed outputs: {exc}"
     return judge.judge_timing(timed, reference.outputs, sets, *_tolerance(job))

@@ -23,7 +23,7 @@ from builder.verify.compare import Comparison, compare_outputs, same_bits
 from builder.verify.tensor_files import devices_of, tensors_of
 from schemas import disqualifying_flags
 
-Outputs = dict[str, Any]  # name -> list of TensorOnDevice, or the description of a non-tensor value
+Outputs = Any  # name -> list of TensorOnDevice or a description: a dict, or a tensor_files.OutputsDir (get, in)
 
 
 def compare_named(candidate: Any, reference: Any, atol: float, rtol: float) -> Comparison:
@@ -88,7 +88,7 @@ def judge_checks(child_result: dict[str, Any], candidate: Outputs, reference: Ou
         name = f"trial{index}"
         if name not in candidate:
             break  # the candidate raised in this trial: runtime_error
-        comparison = compare_named(candidate[name], reference.get(name), atol, rtol)
+        comparison = compare_named(candidate.get(name), reference.get(name), atol, rtol)
         if comparison.max_diff is not None:
             max_diff = max(max_diff or 0.0, comparison.max_diff)
         if comparison.mean_diff is not None:

@@ -1,4 +1,4 @@
-"""Named outputs across the sandbox boundary as one safetensors file (both sides).
+"""Named outputs across the sandbox boundary as safetensors files, one per name (both sides).
 
 The candidate's child writes what the candidate returned; the clean reference child writes the reference's
 outputs; the trusted parent reads both and judges (`judge.py`). safetensors is a format made to be read from
@@ -6,18 +6,24 @@ untrusted files: a bounded JSON header and raw tensor bytes, no code, no pickle.
 
 A named value is a tensor or a (nested) tuple/list of tensors, stored flat as `name#0`, `name#1`, ... with
 their devices in the header's metadata; anything else (None, a number, an exception's text) is stored as
-its description, so the judge can say what came back instead of tensors.
+its description, so the judge can say what came back instead of tensors. One file per name keeps each under
+the sandbox's file-size limit and lets the judge load one output at a time; `index.json`, written last,
+lists the names and marks the directory complete.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from pathlib import Path
 from typing import Any
 
 from builder.verify.compare import describe, flatten_outputs
 
 META_KEY = "ka_outputs"
+INDEX = "index.json"
+NAME = re.compile(r"[a-z]+[0-9]*")  # trial0, perturbed2, probe, timing1: never a path
 
 
 def pack(named: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -35,7 +41,9 @@ def pack(named: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         meta[name] = {"kind": "tensors", "count": len(flat), "devices": [str(t.device) for t in flat]}
         for index, tensor in enumerate(flat):
             # contiguous private copies: safetensors refuses views and tensors that share storage
-            tensors[f"{name}#{index}"] = tensor.detach().to("cpu").contiguous().clone()
+            tensor = tensor.detach()
+            tensor = tensor.to("cpu") if tensor.device.type != "cpu" else tensor.clone()
+            tensors[f"{name}#{index}"] = tensor.contiguous()
     return tensors, meta
 
 
@@ -47,6 +55,20 @@ def write(path: str | Path, named: dict[str, Any]) -> None:
     temporary = path.with_name(f".{path.name}.tmp")
     save_file(tensors, str(temporary), metadata={META_KEY: json.dumps(meta)})
     temporary.replace(path)
+
+
+def write_dir(directory: str | Path, named: dict[str, Any]) -> None:
+    """Each named value in its own file, then the index that marks the directory complete."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, value in named.items():
+        write(directory / f"{name}.safetensors", {name: value})
+    (directory / f".{INDEX}.tmp").write_text(json.dumps(list(named)))
+    (directory / f".{INDEX}.tmp").replace(directory / INDEX)
+
+
+def is_complete(directory: str | Path) -> bool:
+    return (Path(directory) / INDEX).exists()
 
 
 class OutputFileError(Exception):
@@ -114,3 +136,42 @@ def tensors_of(value: list[Any] | str | None) -> list[Any] | None:
 
 def devices_of(value: list[Any] | str | None) -> list[str]:
     return [item.device for item in value] if isinstance(value, list) else []
+
+
+class OutputsDir:
+    """A directory written by `write_dir`, read one name at a time (each file checked as untrusted)."""
+
+    def __init__(self, directory: str | Path, max_file_bytes: int, keep_loaded: bool = True) -> None:
+        self.directory = Path(directory)
+        self.max_file_bytes = max_file_bytes
+        self.keep_loaded = keep_loaded  # False: read again on each use (a reference kept for a whole build)
+        try:
+            names = json.loads((self.directory / INDEX).read_text())
+        except (OSError, ValueError) as exc:
+            raise OutputFileError(f"no outputs index ({exc})") from None
+        if not isinstance(names, list) or not all(isinstance(n, str) and NAME.fullmatch(n) for n in names):
+            raise OutputFileError("bad outputs index")
+        self.names = set(names)
+        self._loaded: dict[str, Any] = {}
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The value (list of TensorOnDevice, or a description), or `default` for a name not written. A file
+        that does not hold what the index promised reads as a description of the fault: never a pass."""
+        if name not in self.names:
+            return default
+        if name in self._loaded:
+            return self._loaded[name]
+        try:
+            value = read(self.directory / f"{name}.safetensors", self.max_file_bytes).get(name)
+        except OutputFileError as exc:
+            value = f"an unreadable outputs file ({exc})"
+        value = value if value is not None else f"an outputs file without {name}"
+        if self.keep_loaded:
+            self._loaded[name] = value
+        return value
+
+    def remove(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)

@@ -73,11 +73,13 @@ def options(**fields):
 
 @pytest.fixture(scope="module")
 def clean_reference():
-    from builder.verify.evaluation import compute_clean_reference
+    from builder.verify.evaluation import ReferenceCache
 
-    reference = compute_clean_reference(scale_shift_task(), options())
+    references = ReferenceCache()
+    reference = references.get(scale_shift_task(), options())
     assert reference.error is None, reference.error
-    return reference
+    yield reference
+    references.close()
 
 
 def evaluate(tmp_path: Path, reference, *, library: tuple[str, str, str] | None = None, python: str | None = None,
@@ -200,7 +202,7 @@ def test_an_evaluation_without_a_clean_reference_is_refused(tmp_path):
 def test_the_reference_child_writes_outputs_and_a_manifest_without_values(clean_reference):
     manifest = clean_reference.public_manifest()
     assert manifest["output_shapes"] == [[256, 256]] and manifest["output_bytes"] == [256 * 256 * 4]
-    assert {f"trial{i}" for i in range(len(SEEDS))} <= set(clean_reference.outputs)
+    assert {f"trial{i}" for i in range(len(SEEDS))} <= clean_reference.outputs.names
     assert "probe" in clean_reference.outputs and "timing0" in clean_reference.outputs
     assert clean_reference.manifest["probe_bit_exact"] is True
     # x, weight and bias all move the reference: the candidate's child runs under each perturbation
