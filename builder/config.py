@@ -215,6 +215,19 @@ PREFERENCE_MIN_SPEEDUP = 1.05  # a correct kernel is "faster" only past this rat
 PREFERENCE_PAIRS_PER_TASK = 64  # cap: pairs grow quadratically with kernels per task
 UPLOAD_LARGE_FOLDER_BYTES = 5 << 30  # past this, publish uses upload_large_folder (resumable, chunked)
 
+# --- re-verification (`kernel-archive reverify`, builder/pipeline/reverify.py) -------------------
+# An archive "held" on this machine when at least this share of its verdicts agree with ours ...
+REVERIFY_HELD_VERDICT_AGREEMENT = 0.95
+# ... and at least this share of the kernels correct both times kept their speedup over eager within
+# the tolerance below (new speedup / old speedup in [1 - tol, 1 + tol]).
+REVERIFY_HELD_SPEEDUP_SHARE = 0.95
+REVERIFY_SPEEDUP_TOLERANCE = 0.05
+REVERIFY_QUANTILES = (0.0, 0.05, 0.25, 0.5, 0.75, 0.95, 1.0)  # of the new/old speedup ratio
+REVERIFY_MOVED_SHOWN = 50  # kernels that moved, listed in report.md (report.json lists them all)
+REVERIFY_ERROR_CHARS = 200  # of the first line of a moved kernel's new error, in the report
+REVERIFY_NOTES_SHOWN = 20  # importer notes (kernels left out, with why) listed in report.md
+REVERIFY_OUT_SUFFIX = "-reverify"  # default --out: a folder next to the dataset, named after it
+
 # --- verification engine, parent side (builder/verify/engine.py, sandbox.py, compile.py, pool.py) ----
 BWRAP_PROBE_TIMEOUT_S = 10.0  # `bwrap ... true` must finish within this to count as usable
 BUILDER_COMMIT_ENV = "KA_BUILDER_COMMIT"  # the code's commit where the tree has no .git (records' builder_version)

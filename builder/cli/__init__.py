@@ -30,7 +30,19 @@ def _root() -> None:
 
 
 # One module per command group; each defines register(app).
-COMMAND_MODULES = ("tasks", "verify", "profile", "build", "status", "tidy", "export", "publish", "embed", "explore")
+COMMAND_MODULES = (
+    "tasks",
+    "verify",
+    "profile",
+    "build",
+    "status",
+    "tidy",
+    "export",
+    "reverify",
+    "publish",
+    "embed",
+    "explore",
+)
 
 for _name in COMMAND_MODULES:
     try:

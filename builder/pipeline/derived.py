@@ -50,11 +50,26 @@ PREFERENCE_SCHEMA = pa.schema(
 )
 
 
+# That archive's functional column holds the whole runnable program (imports, module_fn, a Model whose
+# forward(..., fn=module_fn) calls it, get_inputs, get_init_inputs), which is what its importers run.
+FUNCTIONAL_PROGRAM_COLUMN = "PyTorch_Code_Functional"
+
+
+def functional_program(records: pa.Table) -> pa.Array:
+    """The whole functional program per record, or null for a task without a functional form.
+
+    `reference_functional_code` holds only the `module_fn` definition; the program it belongs to is the
+    task file the kernel was verified against (`reference_module_code`), which defines module_fn itself."""
+    has_functional = pc.is_valid(records.column("reference_functional_code"))
+    program = records.column("reference_module_code")
+    return pc.if_else(has_functional, program, pa.scalar(None, program.type))
+
+
 def sakana_table(records: pa.Table) -> pa.Table:
     """Exactly the 18 columns, names and types of the best-known public archive."""
     columns = []
-    for _column, (source, typ) in sakana_mapping().items():
-        values = records.column(source)
+    for column, (source, typ) in sakana_mapping().items():
+        values = functional_program(records) if column == FUNCTIONAL_PROGRAM_COLUMN else records.column(source)
         if source == "status" and typ == "bool":
             values = pc.equal(values, "correct")
         columns.append(values.cast(arrow_type(typ)))

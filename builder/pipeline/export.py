@@ -168,6 +168,29 @@ def _export_info(build_dir: Path, result: ExportResult, license_id: str) -> dict
     }
 
 
+def rewrite_sakana_config(dataset_dir: Path) -> int:
+    """Rewrite an export's `sakana` config from its `default` one (the same `sakana_table`), for exports
+    whose build dir is not at hand; returns the rows written. Everything else in the folder is left alone."""
+    dataset_dir = Path(dataset_dir)
+    default_files = _previous_default_files(dataset_dir)
+    if not default_files:
+        raise UsageError(f"{dataset_dir}: no default config ({CONFIG_FOLDERS['default']}/*.parquet) to derive from")
+    records = pq.read_table(default_files[0].parent, schema=kernel_record_schema())
+    staging = dataset_dir / f".staging-{uuid.uuid4().hex[:8]}"
+    folder = CONFIG_FOLDERS["sakana"]
+    try:
+        for split, table in split_by_level(records).items():
+            write_split(sakana_table(table), staging / folder, split)
+        target, retired = dataset_dir / folder, dataset_dir / f".retired-{folder}-{uuid.uuid4().hex[:8]}"
+        if target.exists():
+            os.replace(target, retired)
+        os.replace(staging / folder, target)
+        shutil.rmtree(retired, ignore_errors=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return records.num_rows
+
+
 def _swap_in(staging: Path, out_dir: Path) -> None:
     """Replace the config folders, card and export info with the staged ones; other files are left alone."""
     for folder in CONFIG_FOLDERS.values():

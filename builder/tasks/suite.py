@@ -128,6 +128,17 @@ def _has_functional(tree: ast.Module) -> bool:
     return False
 
 
+def is_functional_program(text: str) -> bool:
+    """True when `text` is a whole task program in the functional form (Model, get_inputs, get_init_inputs,
+    module_fn, and Model.forward taking fn)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    return all(name in defined for name in REQUIRED) and _has_functional(tree)
+
+
 def describe_task_file(path: Path, level: int | None = None, number: int | None = None, suite: str = "builtin") -> Task:
     """Parse one task file into a Task, raising TaskError naming the file and the problem."""
     path = Path(path)

@@ -1,6 +1,8 @@
 """The `import` generator: re-verify kernels that others published.
 
 `--generator import --source PATH_OR_HUB_ID` accepts
+- our own archive: an export folder (its `default` config, data/), or Parquet in the record schema; task and
+  kernel ids come out as stored (records.py);
 - a dataset in the 18-column schema of the best-known public archive: a .parquet/.jsonl file, a folder
   of them, or a Hugging Face Hub dataset id (downloaded via huggingface_hub; offline from its cache when
   HF_HUB_OFFLINE=1) — brings its own tasks (sakana.py);
@@ -21,6 +23,7 @@ from builder.errors import UsageError
 from builder.generate.base import CandidateStream, Generator
 from builder.generate.importers.claims import claims_summary
 from builder.generate.importers.folders import is_kernelbench_folder, kernelbench_candidates, manifest_candidates
+from builder.generate.importers.records import RecordsImport, is_records_file
 from builder.generate.importers.sakana import ROW_FILE_SUFFIXES, SakanaImport
 from builder.tasks import Task
 
@@ -30,26 +33,44 @@ __all__ = ["ImportGenerator", "claims_summary", "detect_source_kind"]
 
 
 def detect_source_kind(source: str) -> tuple[str, Path | None]:
-    """('sakana' | 'kernelbench' | 'manifest' | 'hub', local path or None)."""
+    """('records' | 'sakana' | 'kernelbench' | 'manifest' | 'hub', local path or None)."""
     path = Path(source).expanduser()
     if path.is_file():
         if path.suffix in ROW_FILE_SUFFIXES:
-            return "sakana", path
+            return ("records" if is_records_file(path) else "sakana"), path
         raise UsageError(f"{path}: expected a .parquet/.jsonl dataset file or a folder")
     if path.is_dir():
-        if (path / "manifest.json").is_file():
-            return "manifest", path
-        if any(p.suffix in ROW_FILE_SUFFIXES for p in path.rglob("*") if p.is_file()):
-            return "sakana", path
-        if is_kernelbench_folder(path):
-            return "kernelbench", path
-        raise UsageError(
-            f"{path}: not an importable folder (no manifest.json, no .parquet/.jsonl files, "
-            "no level_<L>_problem_<P>_*.py or level<L>/<P>_*.py ModelNew files)"
-        )
+        return _folder_kind(path)
     if HUB_ID.match(source) and not source.startswith((".", "/")):
         return "hub", None
     raise UsageError(f"import source not found: {source} (a path, or a Hub dataset id like org/name)")
+
+
+def _folder_kind(path: Path) -> tuple[str, Path]:
+    if (path / "manifest.json").is_file():
+        return "manifest", path
+    export = _export_config(path)
+    if export is not None:
+        return export
+    rows = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in ROW_FILE_SUFFIXES)
+    if rows:
+        return ("records" if is_records_file(rows[0]) else "sakana"), path
+    if is_kernelbench_folder(path):
+        return "kernelbench", path
+    raise UsageError(
+        f"{path}: not an importable folder (no manifest.json, no .parquet/.jsonl files, "
+        "no level_<L>_problem_<P>_*.py or level<L>/<P>_*.py ModelNew files)"
+    )
+
+
+def _export_config(path: Path) -> tuple[str, Path] | None:
+    """An export folder of ours reads its `default` config (full records), else its `sakana` one; the other
+    configs (sft, preference) are not kernels to verify."""
+    for kind, folder in (("records", path / "data"), ("sakana", path / "sakana")):
+        files = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+        if files and (kind == "sakana" or is_records_file(files[0])):
+            return kind, folder
+    return None
 
 
 def hub_snapshot(repo_id: str) -> Path:
@@ -80,20 +101,24 @@ class ImportGenerator(Generator):
         self.out_dir = Path(out_dir) if out_dir is not None else config.CACHE_DIR / "import"
         self.levels = levels
         self.kind, self.path = detect_source_kind(self.source)
+        # (task id, kernel id) -> the verdict the source stored for it (our own archive only)
+        self.recorded: dict[tuple[str, str], dict] = {}
 
     def candidates(self, tasks: Sequence[Task]) -> list:
         label = self.source if self.kind == "hub" else self.path.name
-        if self.kind in ("sakana", "hub"):
-            folder = hub_snapshot(self.source) if self.kind == "hub" else self.path
-            importer = SakanaImport(folder, label, self.out_dir, self.backend, self.levels)
+        kind, path = (self.kind, self.path) if self.kind != "hub" else _folder_kind(hub_snapshot(self.source))
+        if kind in ("records", "sakana"):
+            importer_class = RecordsImport if kind == "records" else SakanaImport
+            importer = importer_class(path, label, self.out_dir, self.backend, self.levels)
             chosen = importer.candidates()
             self.notes.extend(importer.notes)
             self._task_by_ref.update(importer.task_by_ref)
             self.generated_tasks.update(importer.tasks)
+            self.recorded.update(getattr(importer, "recorded", {}))
             return chosen
-        if self.kind == "kernelbench":
-            return kernelbench_candidates(self.path, tasks, label, self.notes)
-        return manifest_candidates(self.path, tasks, self.backend, label, self.notes)
+        if kind == "kernelbench":
+            return kernelbench_candidates(path, tasks, label, self.notes)
+        return manifest_candidates(path, tasks, self.backend, label, self.notes)
 
     def run(self, tasks: Sequence[Task]) -> CandidateStream:
         yield self.candidates(tasks)

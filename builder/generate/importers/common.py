@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 from typing import Any
@@ -11,8 +12,18 @@ CUDA_MARKERS = re.compile(r"__global__|__device__|<<<|#include\s*<cuda|#include\
 
 
 def detect_language(source: str) -> str:
-    """`cuda` for device code, `cpp` for a CPU-only extension."""
+    """`python` for a KernelBench-style ModelNew file, `cuda` for device code, `cpp` for a CPU-only extension."""
+    if "class ModelNew" in source and _is_python(source):
+        return "python"  # checked first: a ModelNew file may hold CUDA source in a string for load_inline
     return "cuda" if CUDA_MARKERS.search(source) else "cpp"
+
+
+def _is_python(source: str) -> bool:
+    try:
+        ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 def parse_bool(value: Any) -> bool | None:

@@ -6,13 +6,15 @@ functional code is written to a task file under the build directory, so the veri
 `model(*inputs, fn=ext.forward)` exactly as for built-in tasks. Rows keep the archive's claims:
 `Correct` -> claimed_correct, `CUDA_Speedup_Native` -> claimed_speedup.
 
+Exports written before `PyTorch_Code_Functional` held the whole program (it held only `module_fn`) are
+read through `PyTorch_Code_Module`, which held the whole task file.
+
 Rows are read from Parquet or JSON Lines files (a file, a folder of them, or a Hub dataset snapshot).
 Rows of one (level, task) that disagree on the functional code get one task file per variant.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,8 +23,9 @@ from typing import Any
 from builder.candidates import Candidate
 from builder.errors import UsageError
 from builder.generate.importers.common import detect_language, parse_bool, parse_float, task_name
+from builder.generate.importers.task_files import ImportedTaskFiles
 from builder.tasks import Task
-from builder.tasks.suite import describe_task_file
+from builder.tasks.suite import is_functional_program
 from schemas import sakana_mapping
 
 ROW_FILE_SUFFIXES = (".parquet", ".jsonl")
@@ -81,42 +84,37 @@ def read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             yield index, row
 
 
+def functional_program(row: dict[str, Any]) -> str | None:
+    """The row's whole functional program: `PyTorch_Code_Functional`, or, where that column holds only a
+    `module_fn` (exports written before it held the program), `PyTorch_Code_Module` when that is one."""
+    functional = row.get("PyTorch_Code_Functional")
+    if not functional or not str(functional).strip():
+        return None
+    functional = str(functional)
+    module = row.get("PyTorch_Code_Module")
+    if not is_functional_program(functional) and module and is_functional_program(str(module)):
+        return str(module)
+    return functional
+
+
 class SakanaImport:
     """Turns rows into candidates and task files; `notes` says why any row was left out."""
 
     def __init__(self, source: Path, label: str, out_dir: Path, backend: str, levels: list[int] | None = None):
         self.source = source
         self.label = label
-        self.tasks_root = Path(out_dir) / "imported_tasks" / task_name(label)
         self.backend = backend
         self.levels = levels
         self.notes: list[str] = []
         self.task_by_ref: dict[str, Task] = {}
-        self.tasks: dict[str, Task] = {}  # task id -> first variant
-        self._variants: dict[tuple[str, str], Task] = {}  # (task id, code hash) -> task
+        self.task_files = ImportedTaskFiles(
+            Path(out_dir) / "imported_tasks" / task_name(label), f"import:{label}", self.notes
+        )
 
-    def _task(self, level: int, number: int, name: str, code: str) -> Task | None:
-        task_id = f"{level}/{number}"
-        digest = hashlib.sha256(code.encode()).hexdigest()[:12]
-        if (task_id, digest) in self._variants:
-            return self._variants[(task_id, digest)]
-        variant = sum(1 for tid, _ in self._variants if tid == task_id)
-        root = self.tasks_root if variant == 0 else self.tasks_root / f"variant{variant}"
-        path = root / f"level{level}" / f"{number}_{name}.py"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(code)
-        try:
-            task = describe_task_file(path, level=level, number=number, suite=f"import:{self.label}")
-        except UsageError as exc:
-            self.notes.append(f"task {task_id}: functional code is not a task file ({exc})")
-            task = None
-        if task is not None and not task.has_functional:
-            self.notes.append(f"task {task_id}: functional code lacks module_fn or Model.forward(..., fn=module_fn)")
-            task = None
-        self._variants[(task_id, digest)] = task
-        if task is not None:
-            self.tasks.setdefault(task_id, task)
-        return task
+    @property
+    def tasks(self) -> dict[str, Task]:
+        """Task id -> the first variant of its task."""
+        return self.task_files.first
 
     def candidates(self) -> list[Candidate]:
         out: list[Candidate] = []
@@ -137,7 +135,7 @@ class SakanaImport:
         if self.levels and level not in self.levels:
             return None
         code = row.get("CUDA_Code")
-        functional = row.get("PyTorch_Code_Functional")
+        functional = functional_program(row)
         if not code or not str(code).strip():
             self.notes.append(f"{where}: empty CUDA_Code")
             return None
@@ -148,7 +146,7 @@ class SakanaImport:
         if language == "cuda" and self.backend != "cuda":
             self.notes.append(f"{where}: CUDA kernel needs the cuda backend")
             return None
-        task = self._task(level, number, task_name(row.get("Op_Name")), str(functional))
+        task = self.task_files.task(level, number, task_name(row.get("Op_Name")), functional)
         if task is None:
             return None
         relative = "" if self.source.is_file() else f"/{path.relative_to(self.source)}"

@@ -1,4 +1,5 @@
-"""Importers: an 18-column archive written by the test, KernelBench folders, .cu folders; claims summary."""
+"""Importers: an 18-column archive written by the test, our own export (both configs), KernelBench folders, .cu
+folders; claims summary."""
 
 from __future__ import annotations
 
@@ -9,12 +10,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from builder import config
 from builder.candidates import Candidate
 from builder.errors import UsageError
 from builder.generate import create_generator, drive
 from builder.generate.importers import ImportGenerator, claims_summary, detect_source_kind
+from builder.generate.importers.common import detect_language
+from builder.generate.importers.sakana import functional_program
 from builder.tasks import instantiate, load_task_module
 from schemas import sakana_mapping
+from schemas.arrow import kernel_record_schema
 
 from .helpers import make_record, verify_engine
 
@@ -267,3 +272,64 @@ def test_reverification_reports_the_disagreement(sakana_file, tmp_path):
     assert by_name["relu_unwritten"].status != "correct" and by_name["relu_unwritten"].claimed_correct is True
     summary = claims_summary(records)
     assert summary["held"] == 1 and summary["refuted"] == 1
+
+
+SAMPLE = config.SAMPLE_ARCHIVE_DIR
+needs_sample = pytest.mark.skipif(not any(SAMPLE.glob("data/*.parquet")), reason="no sample archive in data/sample")
+
+
+@needs_sample
+@pytest.mark.parametrize("config_path, kind", [("", "records"), ("data", "records"), ("sakana", "sakana")])
+def test_our_export_imports_with_the_ids_it_stored(config_path, kind, tmp_path):
+    stored = pq.read_table(SAMPLE / "data", columns=["task_id", "kernel_id"]).to_pylist()
+    gen = ImportGenerator(str(SAMPLE / config_path), backend="cuda", out_dir=tmp_path)
+    assert gen.kind == kind
+    batch = next(gen.run([]))
+    assert {(c.task_id, c.kernel_id) for c in batch} == {(r["task_id"], r["kernel_id"]) for r in stored}
+    assert gen.notes == [] and len(gen.generated_tasks) == len({r["task_id"] for r in stored})
+    task = gen.task_for(batch[0])
+    assert task.has_functional and task.id == batch[0].task_id and task.name == "square_matmul"
+    if kind == "records":  # the archive's own verdicts travel with the candidates
+        key = (batch[0].task_id, batch[0].kernel_id)
+        assert gen.recorded[key]["status"] in ("correct", "incorrect", "compile_error", "runtime_error")
+        assert batch[0].claimed_correct == (gen.recorded[key]["status"] == "correct")
+
+
+@needs_sample
+def test_cuda_records_are_left_out_on_the_cpu_backend(tmp_path):
+    gen = ImportGenerator(str(SAMPLE), backend="cpu", out_dir=tmp_path)
+    assert next(gen.run([])) == [] and all("CUDA kernel needs the cuda backend" in note for note in gen.notes)
+
+
+def test_records_file_detection_and_problems(tmp_path):
+    from builder.pipeline.synthetic import synthetic_records
+
+    records = synthetic_records(2, tasks=1).to_pylist()
+    records[1]["reference_module_code"] = RELU_MODULE  # module form only: the kernel cannot be called as fn=
+    path = tmp_path / "records.parquet"
+    pq.write_table(pa.Table.from_pylist(records, schema=kernel_record_schema()), path)
+    assert detect_source_kind(str(path)) == ("records", path)
+    gen = ImportGenerator(str(path), backend="cuda", out_dir=tmp_path / "build")
+    (candidate,) = next(gen.run([]))
+    assert candidate.kernel_id != records[0]["kernel_id"]  # synthetic ids are not content hashes
+    notes = " ".join(gen.notes)
+    assert "is not its source's hash (recomputed)" in notes and "lacks module_fn" in notes
+    (tmp_path / "mixed").mkdir()
+    pq.write_table(synthetic_records(1, tasks=1), tmp_path / "mixed" / "a.parquet")
+    pq.write_table(pa.table({"a": [1]}), tmp_path / "mixed" / "b.parquet")
+    with pytest.raises(UsageError, match="b.parquet: not in the record schema"):
+        next(ImportGenerator(str(tmp_path / "mixed"), backend="cpu", out_dir=tmp_path).run([]))
+
+
+def test_functional_column_holding_only_module_fn_reads_the_module_column(tmp_path):
+    row = sakana_rows()[0] | {"PyTorch_Code_Functional": "def module_fn(x):\n    return x\n"}
+    row["PyTorch_Code_Module"] = RELU_FUNCTIONAL  # an early export of ours: the task file was here
+    assert functional_program(row) == RELU_FUNCTIONAL
+    row["PyTorch_Code_Module"] = RELU_MODULE  # a module program without module_fn cannot be called as fn=
+    assert functional_program(row) == "def module_fn(x):\n    return x\n"
+
+
+def test_language_detection():
+    assert detect_language(CPU_RELU) == "cpp" and detect_language(CUDA_RELU) == "cuda"
+    model_new = 'import torch\nsrc = "__global__ void k() {}"\nclass ModelNew(torch.nn.Module):\n    pass\n'
+    assert detect_language(model_new) == "python"

@@ -1,11 +1,14 @@
-"""Fixtures of the pipeline tests: a small build with the fake verifier and its export (built once)."""
+"""Fixtures of the pipeline tests: a small build with the fake verifier and its export, and a real CPU build
+(each built once per session)."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
-from pipeline_helpers import fake_env, run_cli
+from pipeline_helpers import fake_env, real_cpu_build, run_cli, scratch_parent
 
 
 @pytest.fixture(scope="session")
@@ -23,3 +26,15 @@ def fake_dataset(fake_build, tmp_path_factory) -> Path:
     done = run_cli("export", fake_build, "--out", out)
     assert done.returncode == 0, done.stderr
     return out
+
+
+@pytest.fixture(scope="session")
+def e2e():
+    """A finished real CPU build (pipeline_helpers.real_cpu_build): {"root", "env", "args", "build"}; the
+    end-to-end and round-trip tests share it, and its compile cache, under root."""
+    pytest.importorskip("builder.verify.engine")
+    root = Path(tempfile.mkdtemp(prefix="e2e-", dir=scratch_parent()))
+    try:
+        yield real_cpu_build(root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

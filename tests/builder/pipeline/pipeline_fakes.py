@@ -40,6 +40,7 @@ def fake_record(candidate, task, options):
         speedup_eager=1.5 / runtime if correct else None,
         speedup_compile=1.2 / runtime if correct else None,
         reference_module_code=task.source,
+        reference_functional_code=task.functional_source(),
         seeds=list(getattr(options, "seeds", [])),
         trials=len(getattr(options, "seeds", [])),
         compile_s=0.01,

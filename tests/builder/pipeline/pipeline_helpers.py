@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -33,3 +35,41 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120)
         timeout=timeout,
         cwd=config.REPO_ROOT,
     )
+
+
+# The real CPU build shared by the end-to-end tests (conftest.py `e2e`): one task, two bundled .cpp candidates.
+E2E_TASK_FILE = config.TASKS_DIR / "level1" / "1_square_matmul.py"
+E2E_CANDIDATES = config.CANDIDATES_DIR / "cpu" / "level1" / "1_square_matmul"
+E2E_CHOSEN = {"naive.cpp": "correct", "transposed_b.cpp": "incorrect"}
+
+
+def scratch_parent() -> Path:
+    """Under the user's cache, not /tmp: the sandbox mounts a private /tmp, so task files and compiled
+    libraries under /tmp are not what the sandboxed children see."""
+    parent = Path.home() / ".cache" / "kernel-archive-tests"
+    parent.mkdir(parents=True, exist_ok=True)
+    return parent
+
+
+def real_cpu_build(root: Path) -> dict:
+    """A private data dir (the task, two candidates, the SFT template) and a finished build with the real engine."""
+    data = root / "data"
+    (data / "tasks" / "level1").mkdir(parents=True)
+    shutil.copy(E2E_TASK_FILE, data / "tasks" / "level1")
+    corpus = data / "candidates" / "cpu" / "level1" / "1_square_matmul"
+    corpus.mkdir(parents=True)
+    entries = []
+    for name, verdict in E2E_CHOSEN.items():
+        shutil.copy(E2E_CANDIDATES / name, corpus)
+        entries.append({"file": name, "strategy": ["naive"], "verdict": verdict, "description": f"bundled {name}"})
+    (corpus / "candidates.json").write_text(json.dumps({"candidate": entries}))
+    (data / "prompts").mkdir()
+    shutil.copy(config.PROMPTS_DIR / config.SFT_INSTRUCTION_TEMPLATE, data / "prompts")
+    env = {
+        k: v for k, v in os.environ.items() if k not in (config.VERIFIER_OVERRIDE_ENV, config.RAY_ENGINE_OVERRIDE_ENV)
+    }
+    env.update(KA_DATA_DIR=str(data), KA_CACHE_DIR=str(root / "cache"), PYTHONPATH=str(config.REPO_ROOT))
+    args = ["build", "--backend", "cpu", "--generator", "bundled", "--quiet"]
+    done = run_cli(*args, "--out", root / "build", env=env, timeout=800)
+    assert done.returncode == 0, done.stderr
+    return {"root": root, "env": env, "args": args, "build": root / "build"}

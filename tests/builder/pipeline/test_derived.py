@@ -1,17 +1,22 @@
-"""Derived configs on synthetic records: preference pair selection, sakana columns, template rendering."""
+"""Derived configs on synthetic records: preference pair selection, sakana columns, template rendering; the
+sample archive's sakana rows hold whole runnable task programs."""
 
 from __future__ import annotations
 
 from collections import Counter
 
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
+import torch
 
 from builder import config
 from builder.errors import UsageError
 from builder.pipeline.derived import preference_table, render, sakana_table, sft_table
 from builder.pipeline.synthetic import synthetic_records
-from schemas.arrow import sakana_schema
+from builder.tasks import instantiate, load_task_module
+from builder.tasks.suite import describe_task_file
+from schemas.arrow import kernel_record_schema, sakana_schema
 
 TEMPLATE = "Task {{task_name}} level {{level}} in {{language_name}}:\n{{reference_code}}"
 
@@ -56,3 +61,37 @@ def test_render_is_one_pass_and_rejects_unknown_fields():
     assert render("{{a}}", {"a": "{{b}}"}) == "{{b}}"
     with pytest.raises(UsageError, match="unknown field"):
         render("{{nope}}", {})
+
+
+SAMPLE_DEFAULT = config.SAMPLE_ARCHIVE_DIR / "data"
+needs_sample = pytest.mark.skipif(not any(SAMPLE_DEFAULT.glob("*.parquet")), reason="no sample archive in data/sample")
+
+
+@needs_sample
+def test_sakana_functional_column_is_a_complete_runnable_program(tmp_path):
+    records = pq.read_table(SAMPLE_DEFAULT, schema=kernel_record_schema())
+    relu = records.filter(pc.equal(records.column("task_id"), "1/19")).slice(0, 1)
+    (row,) = sakana_table(relu).to_pylist()
+    program = row["PyTorch_Code_Functional"]
+    assert program == relu.column("reference_module_code")[0].as_py() == row["PyTorch_Code_Module"]
+    path = tmp_path / "level1" / "19_relu.py"
+    path.parent.mkdir()
+    path.write_text(program)
+    task = describe_task_file(path)  # defines Model, get_inputs, get_init_inputs ...
+    assert task.has_functional  # ... and module_fn, which Model.forward(..., fn=module_fn) calls
+    module = load_task_module(task, size="cpu")
+    model, inputs = instantiate(module, seed=0)
+    assert torch.equal(model(*inputs, fn=module.module_fn), torch.relu(*inputs))
+
+
+@needs_sample
+def test_shipped_sakana_config_is_derived_from_the_default_one():
+    records = pq.read_table(SAMPLE_DEFAULT, schema=kernel_record_schema())
+    shipped = pq.read_table(config.SAMPLE_ARCHIVE_DIR / "sakana")
+    assert shipped.equals(sakana_table(records))
+    assert all("def get_init_inputs" in code for code in shipped.column("PyTorch_Code_Functional").to_pylist())
+
+
+def test_tasks_without_a_functional_form_have_no_functional_program(records):
+    assert records.column("reference_functional_code").null_count == records.num_rows
+    assert sakana_table(records).column("PyTorch_Code_Functional").null_count == records.num_rows

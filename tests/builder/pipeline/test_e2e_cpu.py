@@ -4,7 +4,7 @@ exit that caches and stores nothing made up.
 
 Kept lean for CI: one task, two bundled .cpp candidates (one designed correct, one incorrect), compiled
 once (the engine's content-addressed compile cache and the build's baseline cache are reused by the
-SIGKILL test, which then only evaluates).
+SIGKILL test, which then only evaluates). The build (`e2e`, conftest.py) is shared with the round-trip tests.
 """
 
 from __future__ import annotations
@@ -14,9 +14,7 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 import datasets
 import pytest
@@ -27,52 +25,6 @@ from builder.pipeline.store import Store
 
 pytest.importorskip("builder.verify.engine")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
-
-TASK_FILE = config.TASKS_DIR / "level1" / "1_square_matmul.py"
-CANDIDATES = config.CANDIDATES_DIR / "cpu" / "level1" / "1_square_matmul"
-CHOSEN = {"naive.cpp": "correct", "transposed_b.cpp": "incorrect"}
-
-
-@pytest.fixture(scope="module")
-def e2e():
-    """A private data dir (the task, two candidates, the SFT template) and a finished real build.
-
-    It lives under the user's cache, not /tmp: the sandbox mounts a private /tmp, so task files and
-    compiled libraries under /tmp are not what the sandboxed children see."""
-    root = Path(tempfile.mkdtemp(prefix="e2e-", dir=_scratch_parent()))
-    try:
-        yield _real_build(root)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-
-
-def _scratch_parent() -> Path:
-    parent = Path.home() / ".cache" / "kernel-archive-tests"
-    parent.mkdir(parents=True, exist_ok=True)
-    return parent
-
-
-def _real_build(root: Path) -> dict:
-    data = root / "data"
-    (data / "tasks" / "level1").mkdir(parents=True)
-    shutil.copy(TASK_FILE, data / "tasks" / "level1")
-    corpus = data / "candidates" / "cpu" / "level1" / "1_square_matmul"
-    corpus.mkdir(parents=True)
-    entries = []
-    for name, verdict in CHOSEN.items():
-        shutil.copy(CANDIDATES / name, corpus)
-        entries.append({"file": name, "strategy": ["naive"], "verdict": verdict, "description": f"bundled {name}"})
-    (corpus / "candidates.json").write_text(json.dumps({"candidate": entries}))
-    (data / "prompts").mkdir()
-    shutil.copy(config.PROMPTS_DIR / config.SFT_INSTRUCTION_TEMPLATE, data / "prompts")
-    env = {
-        k: v for k, v in os.environ.items() if k not in (config.VERIFIER_OVERRIDE_ENV, config.RAY_ENGINE_OVERRIDE_ENV)
-    }
-    env.update(KA_DATA_DIR=str(data), KA_CACHE_DIR=str(root / "cache"), PYTHONPATH=str(config.REPO_ROOT))
-    args = ["build", "--backend", "cpu", "--generator", "bundled", "--quiet"]
-    done = run_cli(*args, "--out", root / "build", env=env, timeout=800)
-    assert done.returncode == 0, done.stderr
-    return {"root": root, "env": env, "args": args, "build": root / "build"}
 
 
 def test_real_build_status_export_and_load_dataset(e2e):

@@ -1,0 +1,179 @@
+"""`kernel-archive reverify`: re-verify an archive's kernels on this machine and report what held.
+
+The archive is read through the import generator (ours in either config, the 18-column public schema,
+KernelBench or manifest folders, a Hub id), so each kernel is verified against the task program it
+carries, with its task id and kernel id as stored. Verification goes through the engine's
+`Verifier(options).stream(pairs)` with fresh secret seeds; nothing is written to any build store.
+The report (builder/pipeline/reverify.py) is written as report.md and report.json, the new records as
+records.parquet, all in --out.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from builder import config
+from builder.candidates import Candidate
+from builder.errors import NoGpuError, UsageError
+from builder.pipeline.executors import ExecutorSettings, injected_engine, make_executor, make_verify_options
+from builder.pipeline.reverify import build_report, render_markdown
+from builder.tasks import Task, load_suite
+
+REPORT_JSON, REPORT_MD, RECORDS_PARQUET = "report.json", "report.md", "records.parquet"
+
+
+@dataclass
+class ReverifyParams:
+    dataset: str
+    out: Path | None = None  # None: default_out(dataset)
+    backend: str | None = None  # None: cuda when a GPU is visible, else cpu
+    tasks: str | None = None  # regular expression on task id or name
+    limit: int | None = None
+    trials: int = config.DEFAULT_TRIALS
+    timeout_s: float | None = None  # None: the engine's default
+    compile_workers: int | None = None
+    progress: bool = True
+
+
+def default_out(dataset: str) -> Path:
+    """A folder next to the dataset, named after it (`data/sample` -> `data/sample-reverify`)."""
+    path = Path(dataset).expanduser()
+    if path.exists():
+        path = path.resolve()
+        return path.parent / f"{path.stem if path.is_file() else path.name}{config.REVERIFY_OUT_SUFFIX}"
+    return Path.cwd() / f"{dataset.rstrip('/').split('/')[-1]}{config.REVERIFY_OUT_SUFFIX}"  # a Hub id
+
+
+def resolve_backend(backend: str | None) -> str:
+    if backend not in (None, "cuda", "cpu"):
+        raise UsageError(f"unknown backend '{backend}' (expected cuda or cpu)")
+    if injected_engine():
+        return backend or "cpu"
+    import torch
+
+    visible = torch.cuda.is_available()
+    if backend == "cuda" and not visible:
+        raise NoGpuError("no CUDA GPU visible: re-verify on a GPU machine, or use --backend cpu")
+    return backend or ("cuda" if visible else "cpu")
+
+
+def compile_pattern(pattern: str | None) -> re.Pattern | None:
+    if pattern is None:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise UsageError(f"--tasks {pattern!r} is not a valid regular expression: {exc}") from None
+
+
+def select_pairs(
+    generator: Any, suite: dict[str, Task], pattern: re.Pattern | None, limit: int | None
+) -> tuple[list[tuple[Candidate, Task]], int]:
+    """(candidate, task) pairs to verify, in the archive's order, and how many were importable."""
+    candidates: dict[tuple[str, str], Candidate] = {}
+    for candidate in generator.candidates(list(suite.values())):
+        candidates.setdefault((candidate.task_id, candidate.kernel_id), candidate)
+    pairs = []
+    for candidate in candidates.values():
+        task = generator.task_for(candidate) or suite.get(candidate.task_id)
+        if task is None:
+            generator.notes.append(f"{candidate.source_ref}: task {candidate.task_id} is not in the built-in suite")
+            continue
+        if pattern is None or pattern.search(task.id) or pattern.search(task.name):
+            pairs.append((candidate, task))
+    return (pairs[:limit] if limit else pairs), len(candidates)
+
+
+def _suite_tasks() -> dict[str, Task]:
+    # Folder imports (KernelBench, manifest) name tasks of the built-in suite; archives bring their own.
+    return {task.id: task for task in load_suite().tasks}
+
+
+def run_reverify(params: ReverifyParams) -> tuple[dict[str, Any], Path]:
+    """Re-verify, write the report files, return (report, out dir)."""
+    from builder.generate.importers import ImportGenerator
+
+    pattern = compile_pattern(params.tasks)
+    backend = resolve_backend(params.backend)
+    out = Path(params.out) if params.out is not None else default_out(params.dataset)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out}: exists and is not a directory")
+    generator = ImportGenerator(params.dataset, backend=backend, out_dir=out / "tasks")
+    pairs, importable = select_pairs(generator, _suite_tasks(), pattern, params.limit)
+    if not pairs:
+        why = f" (e.g. {generator.notes[0]})" if generator.notes else ""
+        raise UsageError(f"{params.dataset}: no kernels to re-verify on the {backend} backend with these options{why}")
+    records = _verify(pairs, backend, params, out)
+    context = {
+        "dataset": params.dataset,
+        "backend": backend,
+        "machine": _machine(records, backend),
+        "torch_version": next((r.torch_version for r in records if r.torch_version), None),
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "selection": {
+            "importable": importable,
+            "tasks": params.tasks,
+            "limit": params.limit,
+            "left_out": len(generator.notes),
+        },  # fmt: skip
+        "notes": list(dict.fromkeys(generator.notes)),
+    }
+    report = build_report(records, generator.recorded, context)
+    _write(out, report, records)
+    return report, out
+
+
+def _machine(records: list[Any], backend: str) -> str:
+    gpu = next((r.gpu_name for r in records if getattr(r, "gpu_name", None)), None)
+    return gpu if backend == "cuda" and gpu else f"{platform.processor() or platform.machine()} CPU"
+
+
+def _verify(pairs: list[tuple[Candidate, Task]], backend: str, params: ReverifyParams, out: Path) -> list[Any]:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    seeds = [secrets.randbits(config.SEED_BITS) for _ in range(params.trials)]
+    options = make_verify_options(
+        backend,
+        seeds,
+        profile=False,  # the report compares verdicts and speedups; profiles would only cost time
+        timeout_s=params.timeout_s,
+        compile_workers=params.compile_workers,
+        baseline_cache_dir=out / "baselines",
+    )
+    executor = make_executor("local", options, ExecutorSettings(backend, compile_workers=params.compile_workers))
+    records: list[Any] = []
+    console = Console(stderr=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    progress = Progress(*columns, console=console, disable=not (params.progress and console.is_terminal))
+    try:
+        with progress:
+            bar = progress.add_task("re-verifying", total=len(pairs))
+            for record in executor.stream(iter(pairs)):
+                records.append(record)
+                correct = sum(1 for r in records if r.status == "correct")
+                progress.update(bar, advance=1, description=f"re-verifying ({correct} correct)")
+    finally:
+        executor.close()
+    return records
+
+
+def _write(out: Path, report: dict[str, Any], records: list[Any]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from schemas import record_to_dict
+    from schemas.arrow import kernel_record_schema
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / REPORT_JSON).write_text(json.dumps(report, indent=1) + "\n")
+    (out / REPORT_MD).write_text(render_markdown(report))
+    table = pa.Table.from_pylist([record_to_dict(r) for r in records], schema=kernel_record_schema())
+    pq.write_table(table, out / RECORDS_PARQUET, compression=config.PARQUET_COMPRESSION)

@@ -1,0 +1,140 @@
+"""The re-verification report from old and new records (no verification run), and the command with the fake
+verifier: exit codes, report files, an export of ours re-verified with its verdicts agreeing."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+from pipeline_helpers import fake_env, run_cli
+
+from builder import config
+from builder.errors import UsageError
+from builder.pipeline.reverify import NOT_CORRECT, build_report, held, old_verdict, render_markdown
+from builder.pipeline.reverify_run import compile_pattern, default_out
+
+
+def new(kernel: str, status: str, speedup: float | None = None, flags=(), **fields) -> dict:
+    return {"task_id": "1/1", "kernel_id": kernel, "kernel_name": f"k_{kernel}", "status": status,
+            "speedup_eager": speedup, "flags": list(flags), **fields}  # fmt: skip
+
+
+def stored(status: str, speedup: float | None = None, flags=()) -> dict:
+    return {"status": status, "speedup_eager": speedup, "flags": list(flags)}
+
+
+def test_report_from_stored_records():
+    records = [
+        new("a", "correct", 2.0),
+        new("b", "correct", 1.5),  # 2.0 -> 1.5: moved by speed
+        new("c", "incorrect", flags=["uninitialized_output"], error="max diff 3.0\nmore"),  # was correct
+        new("d", "compile_error", error="nvcc failed | exit 1"),
+        new("e", "correct", 1.0, flags=["degenerate_task"]),
+    ]
+    recorded = {
+        ("1/1", "a"): stored("correct", 2.04),
+        ("1/1", "b"): stored("correct", 2.0),
+        ("1/1", "c"): stored("correct", 1.2),
+        ("1/1", "d"): stored("compile_error"),
+        ("1/1", "e"): stored("correct", 1.0, flags=["uses_torch_ops"]),
+    }
+    report = build_report(records, recorded, {"dataset": "ds", "backend": "cpu"})
+    verdicts, flags, speedup = report["verdicts"], report["flags"], report["speedup"]
+    assert report["dataset"] == "ds" and report["kernels"] == 5
+    assert verdicts["confusion"] == {"correct": {"correct": 3, "incorrect": 1}, "compile_error": {"compile_error": 1}}
+    assert (verdicts["compared"], verdicts["agree"], verdicts["agreement"]) == (5, 4, 0.8)
+    assert flags == {
+        "compared": 5,
+        "changed": 2,
+        "added": {"uninitialized_output": 1, "degenerate_task": 1},
+        "removed": {"uses_torch_ops": 1},
+    }
+    assert (speedup["compared"], speedup["within_tolerance"], speedup["share_within"]) == (3, 2, 2 / 3)
+    assert speedup["ratio_quantiles"]["p00"] == 0.75 and speedup["ratio_quantiles"]["p100"] == 1.0
+    assert [(m["kernel_id"], m["why"]) for m in report["moved"]] == [("c", "verdict"), ("b", "speedup")]
+    assert report["moved"][0]["error"] == "max diff 3.0" and report["moved"][0]["flags_added"] == [
+        "uninitialized_output"
+    ]
+    assert report["held"] is False and report["verdict"].startswith("did not hold: 80.0% of verdicts agree")
+    json.dumps(report)  # JSON-ready as it is
+
+
+def test_claims_only_archive_compares_correct_or_not():
+    records = [
+        new("a", "compile_error", claimed_correct=False),  # claimed not correct: agrees with any failure
+        new("b", "correct", 3.0, claimed_correct=True, claimed_speedup=3.0),
+        new("c", "incorrect", claimed_correct=True),
+        new("d", "correct"),  # no claim: not compared
+    ]
+    report = build_report(records, {})
+    assert old_verdict(records[0], None).status == NOT_CORRECT and old_verdict(records[0], None).flags is None
+    assert report["verdicts"]["confusion"] == {
+        "correct": {"correct": 1, "incorrect": 1},
+        NOT_CORRECT: {"compile_error": 1},
+        "unknown": {"correct": 1},
+    }
+    assert (report["verdicts"]["compared"], report["verdicts"]["agree"]) == (3, 2)
+    assert report["flags"]["compared"] == 0 and report["speedup"]["share_within"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "agree, within, expected",
+    [(19, 19, True), (18, 19, False), (20, 18, False), (20, None, True)],
+)
+def test_held_thresholds(agree, within, expected):
+    assert config.REVERIFY_HELD_VERDICT_AGREEMENT == config.REVERIFY_HELD_SPEEDUP_SHARE == 0.95
+    report = {
+        "verdicts": {"agreement": agree / 20},
+        "speedup": {"share_within": None if within is None else within / 20},
+    }
+    assert held(report)[0] is expected
+    assert held({"verdicts": {"agreement": None}, "speedup": {"share_within": None}})[0] is None
+
+
+def test_markdown_has_every_section_and_escapes_cells():
+    records = [new("a", "compile_error", error="x | y"), new("b", "correct", 1.0)]
+    recorded = {("1/1", "a"): stored("correct", 1.0), ("1/1", "b"): stored("correct", 1.0)}
+    report = build_report(records, recorded, {"dataset": "ds", "notes": ["row 3: CUDA kernel needs the cuda backend"]})
+    text = render_markdown(report)
+    for heading in ("# Re-verification of ds", "## Verdicts", "## Flags", "## Speedup", "## Kernels that moved"):
+        assert heading in text
+    assert "**did not hold: 50.0% of verdicts agree" in text
+    assert "| correct | 1 | 1 | 2 |" in text  # old correct -> new correct, compile_error
+    assert "x \\| y" in text and "## Left out by the importer (1)" in text
+
+
+def test_default_out_and_pattern(tmp_path):
+    (tmp_path / "ds").mkdir()
+    assert default_out(str(tmp_path / "ds")) == tmp_path / "ds-reverify"
+    assert default_out("org/name").name == "name-reverify"
+    with pytest.raises(UsageError, match="not a valid regular expression"):
+        compile_pattern("(")
+
+
+def test_command_on_an_export_with_the_fake_verifier(fake_dataset, tmp_path):
+    out = tmp_path / "report"
+    done = run_cli("reverify", fake_dataset, "--out", out, "--backend", "cpu", "--limit", "5", env=fake_env())
+    assert done.returncode == 0, done.stderr
+    assert "5 kernel(s) re-verified on cpu; held" in done.stdout
+    report = json.loads((out / "report.json").read_text())
+    assert report["kernels"] == 5 and report["verdicts"]["agreement"] == 1.0 and report["held"] is True
+    rows = sum(pq.read_metadata(f).num_rows for f in (fake_dataset / "data").glob("*.parquet"))
+    assert report["selection"]["importable"] == rows
+    assert (out / "report.md").read_text().startswith("# Re-verification of")
+    assert pq.read_table(out / "records.parquet").num_rows == 5
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["nowhere-such-dataset/"], "import source not found"),
+        (["{dataset}", "--tasks", "("], "not a valid regular expression"),
+        (["{dataset}", "--tasks", "^9/"], "no kernels to re-verify"),
+        (["{dataset}", "--backend", "tpu"], "unknown backend"),
+    ],
+)
+def test_command_usage_errors_are_one_line(fake_dataset, tmp_path, args, message):
+    args = [a.format(dataset=fake_dataset) for a in args]
+    done = run_cli("reverify", *args, "--out", tmp_path / "r", env=fake_env())
+    assert done.returncode == 2 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1
