@@ -150,7 +150,9 @@ UMAP_MIN_ROWS = 15  # below this many rows UMAP is unreliable: PCA is used inste
 HDBSCAN_MIN_CLUSTER_SIZE = 5  # floor; larger archives use HDBSCAN_CLUSTER_FRACTION of the rows
 HDBSCAN_CLUSTER_FRACTION = 0.002
 HDBSCAN_MAX_MIN_CLUSTER_SIZE = 60
-CLUSTER_LABEL_TERMS = 4  # top c-TF-IDF terms joined into a cluster label
+CLUSTER_LABEL_MIN_SHARE = 0.5  # a label names a term only when at least this share of the cluster's kernels has it
+CLUSTER_LABEL_HOW_TERMS = 1  # strategy/library terms after the op ("GEMM · shared-memory tiling")
+CLUSTER_LABEL_MAX_QUALIFIERS = 3  # terms added to tell apart clusters whose labels would be equal
 NOISE_CLUSTER_LABEL = "unclustered"
 DATASET_SPLIT_GLOB = "data/level_*.parquet"  # the per-level split files `kernel-archive export` writes
 
