@@ -244,6 +244,10 @@ EXPLORER_MAP_SELECTION_ROWS = 200  # kernels listed for a lasso/click selection 
 EXPLORER_MAP_MAX_POINTS = 10_000
 EXPLORER_MAP_DENSITY_BINS = 160  # the density image beneath a sampled map is this many cells a side
 EXPLORER_MAP_MIN_PER_GROUP = 200  # a sampled map keeps at least this many points (or all) of every colour value
+EXPLORER_MAP_MARKER_SCALE = 40.0  # marker diameter = this / n_points**0.25 px, clipped to the two below
+EXPLORER_MAP_MARKER_MIN_PX = 4.0
+EXPLORER_MAP_MARKER_MAX_PX = 10.0
+EXPLORER_MAP_PAD_FRACTION = 0.04  # the map's axes span the kernels plus this share of their extent on each side
 EXPLORER_FAST_P_MAX = 10.0  # the fast_p curve spans p in [0, this]
 EXPLORER_FAST_P_POINTS = 101
 EXPLORER_OPEN_AFTER_SERVING_MAX_S = 30.0  # `explore` opens the archive once the server serves, or after this
