@@ -234,7 +234,6 @@ EXPLORER_SYNTHETIC_SEED = 7
 EXPLORER_QUERY_CACHE_ENTRIES = 256  # results kept by the query layer (LRU over query + parameters)
 EXPLORER_TABLE_ROWS = 1000  # rows a table page shows at most (CSV download has them all)
 EXPLORER_OVERVIEW_TOP_KERNELS = 20  # rows of the overview's "Top kernels" table
-EXPLORER_QUICK_LINKS = 10  # page links shown under a table for the first rows in the current sort
 EXPLORER_NEIGHBOURS = 8  # nearest neighbours by embedding on the kernel page
 EXPLORER_SEARCH_RESULTS = 50
 EXPLORER_MAP_SELECTION_ROWS = 200  # kernels listed for a lasso/click selection on the map

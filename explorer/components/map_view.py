@@ -9,7 +9,7 @@ import streamlit as st
 
 from builder import config
 from explorer.components.charts import MISSING, OTHER_COLOUR, STATUS_COLOURS
-from explorer.components.links import kernel_table, quick_links
+from explorer.components.links import kernel_table
 from explorer.query import Archive
 
 PALETTE = [
@@ -194,7 +194,6 @@ def selection_table(archive: Archive, filters, points: pd.DataFrame, event) -> N
         order = "ranking-eligible kernels first, fastest vs eager first" if shapes else "in the order clicked"
         st.caption(f"The first {len(rows):,} listed, {order}.")
     kernel_table(rows, key="map_selection")
-    quick_links(rows)
 
 
 def selection_shapes(selection: dict) -> list[tuple[list[float], list[float]]]:
