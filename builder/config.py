@@ -229,6 +229,7 @@ SEED_BITS = 63  # seeds are secrets.randbits(SEED_BITS), drawn per build
 EXPLORER_SOURCE_ENV = "KA_EXPLORER_SOURCE"  # how `kernel-archive explore` hands SOURCE to the Streamlit app
 EXPLORER_DEFAULT_PORT = 8501
 EXPLORER_DEFAULT_ADDRESS = "127.0.0.1"  # loopback unless --address says otherwise
+EXPLORER_TOOLBAR_MODE = "viewer"  # Streamlit client.toolbarMode: no Deploy button or developer menu
 EXPLORER_SYNTHETIC_KERNELS = 600  # size of the synthetic archive used until data/sample/ exists
 EXPLORER_SYNTHETIC_SEED = 7
 EXPLORER_QUERY_CACHE_ENTRIES = 256  # results kept by the query layer (LRU over query + parameters)
