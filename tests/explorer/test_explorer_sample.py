@@ -37,3 +37,10 @@ def test_hashed_embedding_is_normalised_and_topical():
     best = max(families, key=lambda name: float(families[name] @ warp))
     assert best == "warp"
     assert not hashed_token_embedding("").any()
+
+
+def test_cluster_labels_are_the_ones_embed_gives_the_families():
+    columns = synthetic_columns(200, seed=3)
+    labels = dict(zip(columns["cluster_id"], columns["cluster_label"], strict=True))
+    assert labels[FAMILIES.index(next(f for f in FAMILIES if f.name == "warp"))] == "warp shuffle"
+    assert len(set(labels.values())) == len(labels)  # one distinct label per family
