@@ -60,8 +60,8 @@ def test_figure_has_a_trace_per_colour_and_the_density_beneath():
 def test_hover_names_kernel_task_status_and_speedup():
     figure = map_figure(_points(6), "status", pd.DataFrame(columns=["cluster_id", "label", "x", "y", "n"]))
     texts = [text for trace in figure.data for text in trace.text]
-    assert "k&lt;b&gt;1&lt;/b&gt;<br>task 1/1 softmax<br>incorrect · 0.60× vs eager" in texts
-    assert "k&lt;b&gt;0&lt;/b&gt;<br>task 1/0 softmax<br>correct · not timed" in texts
+    assert "k&lt;b&gt;1&lt;/b&gt;<br>1/1 softmax, incorrect, 0.60x eager" in texts
+    assert "k&lt;b&gt;0&lt;/b&gt;<br>1/0 softmax, correct, not timed" in texts
 
 
 def test_statuses_keep_their_colours_and_speedups_get_a_factor_scale():
