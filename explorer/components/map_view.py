@@ -79,8 +79,14 @@ def map_figure(
             keys = points[column].astype(str).fillna(MISSING)
         # One figure, one WebGL trace per category value so the legend names them; same palette on every run,
         # and statuses in the colours every other chart gives them.
-        for i, value in enumerate(sorted(keys.unique())):
-            colour = STATUS_COLOURS.get(value, OTHER_COLOUR) if column == "status" else PALETTE[i % len(PALETTE)]
+        # Unclustered and missing values are grey, so the palette's colours go to the groups that mean something.
+        grey = {MISSING, config.NOISE_CLUSTER_LABEL}
+        values = sorted(keys.unique(), key=lambda v: (v in grey, v))
+        for i, value in enumerate(values):
+            if column == "status":
+                colour = STATUS_COLOURS.get(value, OTHER_COLOUR)
+            else:
+                colour = OTHER_COLOUR if value in grey else PALETTE[i % len(PALETTE)]
             add_points((keys == value).to_numpy(), escape_plotly(str(value)), dict(color=colour))
     for row in centres.itertuples(index=False):
         figure.add_annotation(

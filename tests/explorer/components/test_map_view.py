@@ -86,3 +86,16 @@ def test_markers_shrink_with_the_count_and_axes_frame_the_kernels():
     low, high = figure.layout.xaxis.range
     assert 9 < low < 10 and 20 < high < 21
     assert figure.data[0].marker.size == marker_size(30)
+
+
+def test_unclustered_kernels_are_grey_and_last():
+    from builder import config
+    from explorer.components.charts import OTHER_COLOUR
+
+    points = _points(6)
+    points["cluster_label"] = [config.NOISE_CLUSTER_LABEL, "a", "b"] * 2
+    figure = map_figure(points, "cluster_label", pd.DataFrame(columns=["cluster_id", "label", "x", "y", "n"]))
+    assert [t.name for t in figure.data] == ["a", "b", config.NOISE_CLUSTER_LABEL]
+    assert figure.data[-1].marker.color == OTHER_COLOUR and OTHER_COLOUR not in {
+        t.marker.color for t in figure.data[:2]
+    }
