@@ -35,7 +35,8 @@ from builder import config  # noqa: E402
 from builder.embed.code_text import device_code, normalised_hash  # noqa: E402
 from builder.embed.dups import duplicate_groups  # noqa: E402
 from builder.embed.embed import CodeEmbedder  # noqa: E402
-from builder.embed.labels import class_tfidf_labels  # noqa: E402
+from builder.embed.label_terms import kernel_terms  # noqa: E402
+from builder.embed.labels import cluster_labels  # noqa: E402
 from builder.embed.mapping import compute_layout  # noqa: E402
 from builder.embed.model import load_model  # noqa: E402
 from builder.embed.static_model import ensure_distilled  # noqa: E402
@@ -91,8 +92,17 @@ def static_pipeline(n: int, device: str, batch_size: int) -> tuple[Stages, list[
         f"{vectors.shape[1]}-D ({model_id})"
     )
     layout = stages.run("map+cluster", lambda: compute_layout(vectors, config.RANDOM_STATE))
-    labels = stages.run("labels", lambda: class_tfidf_labels(texts, layout.cluster_ids.tolist()))
     tags = stages.run("tags", lambda: [strategy_tags(k.source, "cuda") for k in kernels])
+
+    def labels_of() -> dict[int, str]:
+        # A synthetic kernel's name is "<category>_<op>_<index>": its op category and task op.
+        terms = [
+            kernel_terms(k.name.split("_")[0], k.name, kernel_tags, text)
+            for k, kernel_tags, text in zip(kernels, tags, texts, strict=True)
+        ]
+        return cluster_labels(terms, layout.cluster_ids.tolist(), [f"k{i:06d}" for i in range(n)])
+
+    labels = stages.run("labels", labels_of)
 
     def dups() -> list:
         hashes = [normalised_hash(k.source, "cuda") for k in kernels]

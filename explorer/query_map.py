@@ -14,6 +14,19 @@ from explorer.filters import Filters
 from explorer.query_base import SORTABLE, TABLE_COLUMNS
 
 _HAS_POINT = "map_x IS NOT NULL AND map_y IS NOT NULL"
+# What a drawn point carries besides its colour: position, cluster, and what its hover text shows.
+MAP_POINT_COLUMNS = (
+    "kernel_id",
+    "map_x",
+    "map_y",
+    "cluster_id",
+    "cluster_label",
+    "kernel_name",
+    "task_id",
+    "op_name",
+    "status",
+    "speedup_eager",
+)
 
 
 class MapMixin:
@@ -29,8 +42,7 @@ class MapMixin:
         if colour not in SORTABLE:
             raise UsageError(f"cannot colour by {colour!r}")
         where, params = filters.where()
-        extra = "" if colour in ("cluster_label", "kernel_name") else f", {colour}"
-        columns = f"kernel_id, map_x, map_y, cluster_id, cluster_label, kernel_name{extra}"
+        columns = ", ".join(dict.fromkeys([*MAP_POINT_COLUMNS, colour]))
         total = self.map_total(filters)
         if limit is None or total <= limit:
             return self.df(f"SELECT {columns} FROM kernels WHERE {_HAS_POINT} AND {where} ORDER BY kernel_id", params)

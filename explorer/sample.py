@@ -22,6 +22,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from builder import config
+from builder.embed.label_terms import kernel_terms
+from builder.embed.labels import cluster_labels
 from explorer.sample_templates import ERRORS, EXPERIMENTS, FAMILIES, HOST, MODELS, REFERENCE, TASK_KINDS
 from schemas import STATUSES, disqualifying_flags, flag_vocabulary
 from schemas.arrow import kernel_record_schema
@@ -101,7 +103,7 @@ def synthetic_columns(n_kernels: int, seed: int = config.EXPLORER_SYNTHETIC_SEED
     rng = np.random.default_rng(seed)
     schema = kernel_record_schema()
     cols: dict[str, list] = {name: [] for name in schema.names}
-    family_vectors = [hashed_token_embedding(f.label + " " + f.body) for f in FAMILIES]
+    family_vectors = [hashed_token_embedding(f.keywords + " " + f.body) for f in FAMILIES]
     family_centres = rng.uniform(-9, 9, size=(len(FAMILIES), 2))
     tasks = []
     numbers: dict[int, int] = {}
@@ -240,13 +242,27 @@ def synthetic_columns(n_kernels: int, seed: int = config.EXPLORER_SYNTHETIC_SEED
             "map_x": float(x),
             "map_y": float(y),
             "cluster_id": family_index,
-            "cluster_label": family.label,
+            "cluster_label": None,  # labelled below, once every cluster's members are known
             "strategy_tags": list(family.tags),
             "dup_group": None,
         }
         for name in schema.names:
             cols[name].append(row[name])
+    cols["cluster_label"] = _cluster_labels(cols)
     return cols
+
+
+def _cluster_labels(cols: dict[str, list]) -> list[str]:
+    """The labels `kernel-archive embed` would give these clusters (synthetic code calls no library)."""
+    terms_of: dict[tuple, set[str]] = {}  # a few dozen distinct (category, op, tags) across all rows
+    terms = []
+    for category, op, tags in zip(cols["op_category"], cols["op_name"], cols["strategy_tags"], strict=True):
+        key = (category, op, tuple(tags))
+        if key not in terms_of:
+            terms_of[key] = kernel_terms(category, op, tags, "")
+        terms.append(terms_of[key])
+    labels = cluster_labels(terms, cols["cluster_id"], cols["kernel_id"])
+    return [labels[c] for c in cols["cluster_id"]]
 
 
 def _table(cols: dict[str, list]) -> pa.Table:

@@ -34,7 +34,7 @@ EXPERIMENTS = ("synthetic-sweep-a", "synthetic-sweep-b")
 @dataclass(frozen=True)
 class Family:
     name: str
-    label: str
+    keywords: str  # words mixed into the family's hashed-token embedding
     tags: tuple[str, ...]
     body: str  # CUDA device code, formatted with {fn}, {block}, {tile}, {op}
 

@@ -29,6 +29,9 @@ def streamlit_args(port: int, address: str) -> list[str]:
         "false",
         "--server.fileWatcherType",
         "none",
+        # Readers get the app alone: no "Deploy" button, no developer options in the menu.
+        "--client.toolbarMode",
+        config.EXPLORER_TOOLBAR_MODE,
     ]
 
 

@@ -1,9 +1,9 @@
 """`kernel-archive embed`: fill the embedding columns of an exported dataset, incrementally.
 
 - Rows whose `embedding` was made by the same model keep it; the others are embedded.
-- Map, clusters and labels are recomputed together when any row was (re-)embedded or lacks map
+- Map and clusters are recomputed together when any row was (re-)embedded or lacks map
   coordinates, or with refit=True; otherwise they are kept as they are (stable cluster ids).
-- strategy_tags and dup_group are recomputed on every run: both are cheap and deterministic.
+- strategy_tags, cluster labels and dup_group are recomputed on every run: all are cheap and deterministic.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from builder.embed.code_text import device_code, normalised_hash
 from builder.embed.dataset_io import EMBED_COLUMNS, read_dataset, with_columns, write_tables_atomically
 from builder.embed.dups import duplicate_groups
 from builder.embed.embed import CodeEmbedder
-from builder.embed.labels import class_tfidf_labels
+from builder.embed.label_terms import kernel_terms
+from builder.embed.labels import cluster_labels
 from builder.embed.mapping import compute_layout
 from builder.embed.tags import strategy_tags
 
@@ -66,7 +67,7 @@ def embed_dataset(
     summary = EmbedSummary(model_id=model_id)
     clock = time.perf_counter()
     files = read_dataset(Path(dataset_dir))
-    wanted = ("kernel_id", "task_id", "language", "cuda_code", *EMBED_COLUMNS)
+    wanted = ("kernel_id", "task_id", "op_name", "op_category", "language", "cuda_code", *EMBED_COLUMNS)
     rows: dict[str, list] = {name: [] for name in wanted}
     for table in files.splits.values():
         for name in wanted:
@@ -90,24 +91,38 @@ def embed_dataset(
     embeddings = np.asarray(rows["embedding"], dtype=np.float32) if n_rows else np.zeros((0, 0), np.float32)
 
     clock = time.perf_counter()
+    # Tags first: cluster labels are written in their vocabulary.
+    rows["strategy_tags"] = [
+        strategy_tags(src or "", lang) for src, lang in zip(rows["cuda_code"], rows["language"], strict=True)
+    ]
+    summary.seconds["tags"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
     lacks_layout = any(rows["map_x"][i] is None or rows["cluster_id"][i] is None for i in range(n_rows))
     if refit or stale or lacks_layout:
         layout = compute_layout(embeddings, config.RANDOM_STATE)
-        labels = class_tfidf_labels(texts, layout.cluster_ids.tolist())
         rows["map_x"] = layout.map_xy[:, 0].tolist()
         rows["map_y"] = layout.map_xy[:, 1].tolist()
         rows["cluster_id"] = layout.cluster_ids.tolist()
-        rows["cluster_label"] = [labels[c] for c in rows["cluster_id"]]
         summary.refitted, summary.layout_method = True, layout.method
     summary.seconds["map"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    rows["strategy_tags"] = [
-        strategy_tags(src or "", lang) for src, lang in zip(rows["cuda_code"], rows["language"], strict=True)
+    # Labels follow the kept or new clusters on every run (cheap): they pick up tag and vocabulary changes.
+    terms = [
+        kernel_terms(category, op, tags, text)
+        for category, op, tags, text in zip(
+            rows["op_category"], rows["op_name"], rows["strategy_tags"], texts, strict=True
+        )
     ]
+    labels = cluster_labels(terms, rows["cluster_id"], rows["kernel_id"])
+    rows["cluster_label"] = [labels[c] for c in rows["cluster_id"]]
+    summary.seconds["labels"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
     hashes = [normalised_hash(src or "", lang) for src, lang in zip(rows["cuda_code"], rows["language"], strict=True)]
     rows["dup_group"] = duplicate_groups(rows["kernel_id"], rows["task_id"], hashes, embeddings)
-    summary.seconds["tags_dups"] = time.perf_counter() - clock
+    summary.seconds["dups"] = time.perf_counter() - clock
 
     clusters = {c for c in rows["cluster_id"] if c is not None and c >= 0}
     summary.clusters, summary.noise = len(clusters), sum(1 for c in rows["cluster_id"] if c == -1)

@@ -6,7 +6,7 @@ import streamlit as st
 
 from explorer.components.context import current_archive, page_errors
 from explorer.components.filter_bar import filter_sidebar, url_choice
-from explorer.components.links import csv_download, kernel_table, quick_links
+from explorer.components.links import csv_download, kernel_table
 
 SORTS = ["speedup_eager", "speedup_compile", "runtime_ms", "task_id", "model", "kernel_name"]
 
@@ -22,25 +22,33 @@ with page_errors():
     st.subheader(f"Best ranking-eligible kernel per task ({len(best)} tasks)")
     st.caption(
         "Ranking-eligible: verified correct and without any verifier flag. "
-        f"{archive.count(filters):,} kernels match the filters."
+        f"{archive.count(filters):,} kernels match the filters. A kernel's name opens its page."
     )
     kernel_table(best, key="best_table")
     csv_download(best, "leaderboard_best_per_task.csv", key="best_csv")
-    quick_links(best)
 
+    per_model = archive.by_model(filters)
+    if per_model[["model", "experiment"]].isna().all().all():
+        st.stop()  # no model or experiment recorded (bundled or imported kernels): one row of blanks says nothing
     st.subheader("Per model and experiment")
     st.caption(
-        "fast_1: share of attempted tasks whose best eligible kernel beats eager; "
+        "Fast₁: share of attempted tasks whose best eligible kernel beats eager; "
         "geomean: of the best eligible speedup per task."
     )
-    per_model = archive.by_model(filters)
     st.dataframe(
         per_model,
         hide_index=True,
         key="model_table",
+        column_order=[c for c in per_model.columns if per_model[c].notna().any()],
         column_config={
-            c: st.column_config.NumberColumn(c, format="%.3f")
-            for c in ("correct_rate", "eligible_rate", "fast_1", "geomean_speedup")
+            "model": "Model",
+            "experiment": "Experiment",
+            "kernels": "Kernels",
+            "tasks": "Tasks",
+            "correct_rate": st.column_config.NumberColumn("Correct (share)", format="%.3f"),
+            "eligible_rate": st.column_config.NumberColumn("Eligible (share)", format="%.3f"),
+            "fast_1": st.column_config.NumberColumn("Fast₁ (share)", format="%.3f"),
+            "geomean_speedup": st.column_config.NumberColumn("Geomean speedup vs eager (×)", format="%.3f"),
         },
     )
     csv_download(per_model, "leaderboard_per_model.csv", key="model_csv")

@@ -20,6 +20,7 @@ COLOURS = {
     "model": "model",
     "status": "status",
     "speedup": "speedup_eager",
+    "speedup vs torch.compile": "speedup_compile",
     "strategy tag": "strategy_tags",
 }
 

@@ -7,7 +7,7 @@ import streamlit as st
 
 from explorer.components.charts import bar_counts, fast_p_chart, log_histogram, show
 from explorer.components.context import current_archive, page_errors
-from explorer.components.links import markdown_kernel_table, quick_links
+from explorer.components.links import markdown_kernel_table
 
 with page_errors():
     archive = current_archive()
@@ -51,4 +51,3 @@ with page_errors():
     st.subheader("Top kernels")
     top = overview.top
     markdown_kernel_table(top)
-    quick_links(top)  # the table's links open a new tab; these stay in the app

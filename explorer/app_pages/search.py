@@ -8,7 +8,7 @@ import streamlit as st
 
 from explorer.components.context import current_archive, page_errors
 from explorer.components.filter_bar import filter_sidebar, url_choice
-from explorer.components.links import csv_download, kernel_table, quick_links
+from explorer.components.links import csv_download, kernel_table
 from explorer.embedder import query_encoder
 
 with page_errors():
@@ -52,4 +52,3 @@ with page_errors():
     else:
         kernel_table(results, key="search_results")
         csv_download(results, "search_results.csv", key="search_csv")
-        quick_links(results)

@@ -6,7 +6,7 @@ import streamlit as st
 
 from explorer.components.charts import bar_counts, runtime_speedup_scatter, show
 from explorer.components.context import current_archive, page_errors
-from explorer.components.links import csv_download, kernel_table, quick_links
+from explorer.components.links import csv_download, kernel_table
 from explorer.filters import Filters
 
 with page_errors():
@@ -44,7 +44,6 @@ with page_errors():
     st.subheader("Kernels")
     kernel_table(kernels, key="task_kernels")
     csv_download(kernels, f"task_{task_id.replace('/', '_')}_kernels.csv", key="task_csv")
-    quick_links(kernels)
 
     st.subheader("Reference")
     st.code(task["reference_module_code"] or "(not recorded)", language="python", line_numbers=True)

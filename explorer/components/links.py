@@ -44,31 +44,85 @@ def compare_link(a: str, b: str, label: str) -> None:
     st.page_link(PAGE_FILES["compare"], label=plain(label), query_params={"a": a, "b": b}, icon=":material/compare:")
 
 
+# Kernel tables lead with what a reader compares (task, kernel, both speedups, runtime); then the rest.
+TABLE_ORDER = (
+    "task",
+    "kernel",
+    "speedup_eager",
+    "speedup_compile",
+    "runtime_ms",
+    "op_name",
+    "status",
+    "flags",
+    "strategy_tags",
+    "model",
+    "experiment",
+    "eager_ms",
+    "compile_ms",
+    "similarity",
+    "n_eligible",
+)
+HEADERS = {
+    "task": "Task",
+    "kernel": "Kernel",
+    "speedup_eager": "Speedup vs eager (×)",
+    "speedup_compile": "Speedup vs torch.compile (×)",
+    "runtime_ms": "Runtime (ms)",
+    "op_name": "Op",
+    "status": "Status",
+    "flags": "Flags",
+    "strategy_tags": "Strategy tags",
+    "model": "Model",
+    "experiment": "Experiment",
+    "eager_ms": "Eager (ms)",
+    "compile_ms": "torch.compile (ms)",
+    "similarity": "Similarity",
+    "n_eligible": "Eligible kernels",
+}
+
+
 def with_links(frame: pd.DataFrame) -> pd.DataFrame:
-    """Add URL columns (relative to the app root) for kernel and task pages."""
+    """Link columns in place of the ids: `kernel` (its URL ends in #name, shown as the link's text) and `task`."""
     out = frame.copy()
     if "kernel_id" in out:
-        out.insert(0, "kernel", "kernel?id=" + out["kernel_id"].astype(str))
+        names = out["kernel_name"] if "kernel_name" in out else out["kernel_id"]
+        out["kernel"] = (
+            "kernel?id=" + out["kernel_id"].astype(str) + "#" + names.astype(str).map(lambda n: quote(n, safe=""))
+        )
     if "task_id" in out:
-        out.insert(1 if "kernel" in out else 0, "task", "task?id=" + out["task_id"].astype(str))
+        out["task"] = "task?id=" + out["task_id"].astype(str)
     return out
 
 
+def shown_columns(frame: pd.DataFrame) -> list[str]:
+    """Columns a kernel table shows, in TABLE_ORDER: ids and names are in the link columns, and a column empty
+    for every row (no model or experiment recorded in the archive) says nothing."""
+    hidden = {"kernel_id", "kernel_name", "task_id"}
+    present = [c for c in frame.columns if c not in hidden and frame[c].notna().any()]
+    return sorted(present, key=lambda c: (TABLE_ORDER.index(c) if c in TABLE_ORDER else len(TABLE_ORDER), c))
+
+
 def kernel_table(frame: pd.DataFrame, key: str, height: int | None = None) -> None:
-    """A table whose kernel/task columns are links; flags and tags shown as lists."""
+    """A kernel table: the Kernel column links to the kernel page, the Task column to the task page; human headers
+    with units; columns empty for the archive hidden."""
     shown = with_links(frame.head(config.EXPLORER_TABLE_ROWS))
-    column_config = {
-        "kernel": st.column_config.LinkColumn("kernel", display_text=r"kernel\?id=(.{8})"),
-        "task": st.column_config.LinkColumn("task", display_text=r"task\?id=(.*)"),
-        "kernel_id": None,
-        "flags": st.column_config.ListColumn("flags"),
-        "strategy_tags": st.column_config.ListColumn("strategy tags"),
-    }
-    for name in ("speedup_eager", "speedup_compile", "geomean_speedup", "similarity"):
-        column_config[name] = st.column_config.NumberColumn(name, format="%.3f")
+    column_config: dict = {name: HEADERS.get(name, name) for name in shown.columns}
+    column_config["kernel"] = st.column_config.LinkColumn(HEADERS["kernel"], display_text=r"#(.*)$")
+    column_config["task"] = st.column_config.LinkColumn(HEADERS["task"], display_text=r"task\?id=(.*)")
+    for name in ("flags", "strategy_tags"):
+        column_config[name] = st.column_config.ListColumn(HEADERS[name])
+    for name in ("speedup_eager", "speedup_compile", "similarity"):
+        column_config[name] = st.column_config.NumberColumn(HEADERS[name], format="%.3f")
     for name in ("runtime_ms", "eager_ms", "compile_ms"):
-        column_config[name] = st.column_config.NumberColumn(name, format="%.4f")
-    st.dataframe(shown, column_config=column_config, hide_index=True, key=key, height=height or "auto")
+        column_config[name] = st.column_config.NumberColumn(HEADERS[name], format="%.4f")
+    st.dataframe(
+        shown,
+        column_order=shown_columns(shown),
+        column_config=column_config,
+        hide_index=True,
+        key=key,
+        height=height or "auto",
+    )
 
 
 def markdown_cell(text: object) -> str:
@@ -85,36 +139,26 @@ def markdown_kernel_table(frame: pd.DataFrame) -> None:
     if frame.empty:
         st.caption("No ranking-eligible kernels yet.")
         return
-    rows = [
-        "| kernel | task | op | model | runtime (ms) | vs eager | vs torch.compile |",
-        "|---|---|---|---|--:|--:|--:|",
-    ]
+    with_model = "model" in frame and frame["model"].notna().any()  # none recorded: no empty column
+    headers = [HEADERS[c] for c in ("task", "kernel", "speedup_eager", "speedup_compile", "runtime_ms", "op_name")]
+    headers += [HEADERS["model"]] if with_model else []
+    rows = ["| " + " | ".join(headers) + " |", "|---|---|--:|--:|--:|---|" + ("---|" if with_model else "")]
     for row in frame.itertuples(index=False):
         kernel = f"[{markdown_cell(row.kernel_name)}](kernel?id={quote(str(row.kernel_id), safe='')})"
         task = f"[{markdown_cell(row.task_id)}](task?id={quote(str(row.task_id), safe='/')})"
         numbers = [
+            _number(row.speedup_eager, "{:.2f}"),
+            _number(row.speedup_compile, "{:.2f}"),
             _number(row.runtime_ms, "{:.4f}"),
-            _number(row.speedup_eager, "{:.2f}x"),
-            _number(row.speedup_compile, "{:.2f}x"),
         ]
-        rows.append(
-            "| " + " | ".join([kernel, task, markdown_cell(row.op_name), markdown_cell(row.model), *numbers]) + " |"
-        )
+        cells = [task, kernel, *numbers, markdown_cell(row.op_name)]
+        cells += [markdown_cell(row.model)] if with_model else []
+        rows.append("| " + " | ".join(cells) + " |")
     st.markdown("\n".join(rows))
 
 
 def _number(value: object, pattern: str) -> str:
     return "–" if value is None or pd.isna(value) else pattern.format(value)
-
-
-def quick_links(frame: pd.DataFrame, label_column: str = "kernel_name", n: int = config.EXPLORER_QUICK_LINKS) -> None:
-    """Page links for the first rows (Streamlit table links open new tabs; these stay in the app)."""
-    if frame.empty:
-        return
-    columns = st.columns(2)
-    for i, row in enumerate(frame.head(n).itertuples(index=False)):
-        with columns[i % 2]:
-            kernel_link(row.kernel_id, f"{getattr(row, label_column)} ({row.task_id})")
 
 
 def csv_download(frame: pd.DataFrame, name: str, key: str) -> None:

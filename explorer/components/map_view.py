@@ -8,7 +8,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from builder import config
-from explorer.components.links import kernel_table, quick_links
+from explorer.components.charts import MISSING, OTHER_COLOUR, STATUS_COLOURS
+from explorer.components.links import kernel_table
 from explorer.query import Archive
 
 PALETTE = [
@@ -30,6 +31,9 @@ PALETTE = [
     "#3182bd",
 ]
 
+SPEEDUP_COLUMNS = {"speedup_eager": "Speedup vs eager (×)", "speedup_compile": "Speedup vs torch.compile (×)"}
+SPEEDUP_TICKS = (0.01, 0.1, 0.25, 0.5, 1, 2, 4, 10, 100)
+
 
 def map_figure(
     points: pd.DataFrame,
@@ -38,50 +42,52 @@ def map_figure(
     density: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> go.Figure:
     """One WebGL scatter: a trace per colour value (the legend names them), or a colour scale for speedups;
-    cluster labels as annotations at their medians; beneath, when given, the density of all kernels in grey."""
-    hover = plotly_text(points["kernel_name"])
+    cluster labels as annotations at their medians; beneath, when given, the density of all kernels in grey.
+    Hovering a point shows its kernel, task, status and speedup."""
+    hover = hover_text(points)
     # Row numbers (a compact typed array) instead of 100k kernel-id strings; the query layer orders the
     # points by kernel_id, so a selection maps back to the same rows on the rerun it triggers.
     row_numbers = np.arange(len(points), dtype=np.int32)
+    size = marker_size(len(points))
     figure = go.Figure()
     if density is not None:
         figure.add_trace(density_trace(*density))
-    if column == "speedup_eager":
-        values = np.log10(points[column].astype(float).clip(lower=1e-3))
+
+    def add_points(part: np.ndarray, name: str, marker: dict) -> None:
         figure.add_trace(
             go.Scattergl(
-                x=points["map_x"],
-                y=points["map_y"],
+                x=points["map_x"].to_numpy()[part],
+                y=points["map_y"].to_numpy()[part],
                 mode="markers",
-                customdata=row_numbers,
-                text=hover,
-                marker=dict(
-                    size=4, color=values, colorscale="Viridis", showscale=True, colorbar=dict(title="log10 speedup")
-                ),
+                customdata=row_numbers[part],
+                text=hover[part],
+                name=name,
+                marker=dict(size=size, opacity=0.85, **marker),
                 hovertemplate="%{text}<extra></extra>",
-                name="kernels",
             )
         )
+
+    if column in SPEEDUP_COLUMNS:
+        speedups = points[column].astype(float).to_numpy()
+        timed = np.isfinite(speedups) & (speedups > 0)
+        add_points(~timed, "not timed", dict(color=OTHER_COLOUR))
+        add_points(timed, "kernels", speedup_marker(speedups[timed], SPEEDUP_COLUMNS[column]))
     else:
         if column == "strategy_tags":
-            keys = points[column].map(lambda tags: tags[0] if tags is not None and len(tags) else "(none)")
+            keys = points[column].map(lambda tags: tags[0] if tags is not None and len(tags) else MISSING)
         else:
-            keys = points[column].astype(str).fillna("(none)")
-        # One figure, one WebGL trace per category value so the legend names them; same palette on every run.
-        for i, value in enumerate(sorted(keys.unique())):
-            part = keys == value
-            figure.add_trace(
-                go.Scattergl(
-                    x=points.loc[part, "map_x"],
-                    y=points.loc[part, "map_y"],
-                    mode="markers",
-                    customdata=row_numbers[part.to_numpy()],
-                    text=hover[part.to_numpy()],
-                    name=escape_plotly(str(value)),
-                    marker=dict(size=4, color=PALETTE[i % len(PALETTE)]),
-                    hovertemplate="%{text}<extra></extra>",
-                )
-            )
+            keys = points[column].astype(str).fillna(MISSING)
+        # One figure, one WebGL trace per category value so the legend names them; same palette on every run,
+        # and statuses in the colours every other chart gives them.
+        # Unclustered and missing values are grey, so the palette's colours go to the groups that mean something.
+        grey = {MISSING, config.NOISE_CLUSTER_LABEL}
+        values = sorted(keys.unique(), key=lambda v: (v in grey, v))
+        for i, value in enumerate(values):
+            if column == "status":
+                colour = STATUS_COLOURS.get(value, OTHER_COLOUR)
+            else:
+                colour = OTHER_COLOUR if value in grey else PALETTE[i % len(PALETTE)]
+            add_points((keys == value).to_numpy(), escape_plotly(str(value)), dict(color=colour))
     for row in centres.itertuples(index=False):
         figure.add_annotation(
             x=row.x,
@@ -91,16 +97,73 @@ def map_figure(
             font=dict(size=12, color="black"),
             bgcolor="rgba(255,255,255,0.7)",
         )
+    x_range, y_range = data_frame_ranges(points, density)
     figure.update_layout(
         height=640,
         margin=dict(t=10, b=10, l=10, r=10),
         dragmode="lasso",
-        # UMAP coordinates have no units: no ticks, grid or zero lines to read meaning into.
-        xaxis=dict(showticklabels=False, showgrid=False, zeroline=False),
-        yaxis=dict(showticklabels=False, showgrid=False, zeroline=False),
+        # UMAP coordinates have no units: no ticks, grid or zero lines to read meaning into. The axes are
+        # framed to the kernels (Plotly's own autorange leaves a wide empty margin around WebGL markers).
+        xaxis=dict(showticklabels=False, showgrid=False, zeroline=False, range=x_range),
+        yaxis=dict(showticklabels=False, showgrid=False, zeroline=False, range=y_range),
         legend=dict(itemsizing="constant"),
+        hoverlabel=dict(align="left"),
     )
     return figure
+
+
+def marker_size(n_points: int) -> float:
+    """Marker diameter in pixels: large for a few hundred kernels, small enough at 10 000 not to blot the map
+    (the area each point gets shrinks with the count; the fourth root keeps small maps readable)."""
+    size = config.EXPLORER_MAP_MARKER_SCALE / max(n_points, 1) ** 0.25
+    return float(np.clip(size, config.EXPLORER_MAP_MARKER_MIN_PX, config.EXPLORER_MAP_MARKER_MAX_PX))
+
+
+def data_frame_ranges(
+    points: pd.DataFrame, density: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+) -> tuple[list[float], list[float]]:
+    """Axis ranges around every kernel (the density's edges cover the ones a sample leaves out), padded a little."""
+    if density is not None:
+        _, x_edges, y_edges = density
+        xs, ys = np.array([x_edges[0], x_edges[-1]]), np.array([y_edges[0], y_edges[-1]])
+    else:
+        xs, ys = points["map_x"].to_numpy(float), points["map_y"].to_numpy(float)
+    ranges = []
+    for values in (xs, ys):
+        low, high = float(np.nanmin(values)), float(np.nanmax(values))
+        pad = (high - low) * config.EXPLORER_MAP_PAD_FRACTION or 1.0
+        ranges.append([low - pad, high + pad])
+    return ranges[0], ranges[1]
+
+
+def speedup_marker(speedups: np.ndarray, title: str) -> dict:
+    """Colour by log10 speedup, with the colour bar's ticks written as plain factors (0.5×, 1×, 2×)."""
+    values = np.log10(speedups)
+    ticks = [t for t in SPEEDUP_TICKS if len(values) and values.min() - 0.3 <= np.log10(t) <= values.max() + 0.3]
+    return dict(
+        color=values,
+        colorscale="Viridis",
+        showscale=True,
+        colorbar=dict(title=title, tickvals=np.log10(ticks).tolist(), ticktext=[f"{t:g}×" for t in ticks]),
+    )
+
+
+def hover_text(points: pd.DataFrame) -> np.ndarray:
+    """Kernel, then task, status and speedup, archive text escaped. Kept short: at 100 000 points every character
+    is 100 kB more for the browser to fetch and parse, and the JSON escapes non-ASCII and `<` (`·` is 6 bytes, a
+    line break, `<br>` in Plotly, 14): one break, ASCII separators."""
+    speedup = points["speedup_eager"].map(lambda v: f"{v:.2f}x eager" if pd.notna(v) else "not timed")
+    task = points["task_id"].astype(str) + " " + points["op_name"].fillna("").astype(str)
+    text = (
+        plotly_text(points["kernel_name"]).astype(object)
+        + "<br>"
+        + plotly_text(task).astype(object)
+        + ", "
+        + plotly_text(points["status"]).astype(object)
+        + ", "
+        + speedup.to_numpy(dtype=object)
+    )
+    return np.asarray(text, dtype=object)
 
 
 def density_trace(counts: np.ndarray, x_edges: np.ndarray, y_edges: np.ndarray) -> go.Heatmap:
@@ -139,7 +202,6 @@ def selection_table(archive: Archive, filters, points: pd.DataFrame, event) -> N
         order = "ranking-eligible kernels first, fastest vs eager first" if shapes else "in the order clicked"
         st.caption(f"The first {len(rows):,} listed, {order}.")
     kernel_table(rows, key="map_selection")
-    quick_links(rows)
 
 
 def selection_shapes(selection: dict) -> list[tuple[list[float], list[float]]]:

@@ -108,6 +108,8 @@ def open_page(page, url: str, heading: str, charts: int = 0):
     assert page.locator('[data-testid="stException"]').count() == 0, f"exception shown on {url}"
     # Every page, however reached, carries the style that stops skeleton shimmer (software compositing)
     assert page.evaluate(STILL_SKELETONS_APPLIED), f"skeletons still shimmer on {url}"
+    # Viewer mode: readers get no "Deploy" button and no developer options.
+    assert page.locator('[data-testid="stAppDeployButton"]').count() == 0, f"Deploy button on {url}"
 
 
 STILL_SKELETONS_APPLIED = """() => [...document.querySelectorAll('[data-testid="stHtml"] style')]
@@ -133,15 +135,26 @@ def test_every_page_opens(server, page, synthetic_archive, tmp_path):
     print(f"screenshots: {tmp_path}")
 
 
-def test_leaderboard_link_opens_kernel_page(server, page, synthetic_archive, tmp_path):
+LEADERBOARD_COLUMNS = ["Task", "Kernel", "Speedup vs eager (×)", "Speedup vs torch.compile (×)", "Runtime (ms)"]
+# The grid draws on a canvas; its accessible table mirrors headers and cell values (a link cell: its URL).
+GRID_ROWS = """(grid) => [...grid.querySelectorAll('[role=row]')].map(
+  row => [...row.querySelectorAll('[role=columnheader], [role=gridcell]')].map(cell => cell.textContent))"""
+
+
+def test_leaderboard_columns_and_kernel_link(server, page, synthetic_archive, tmp_path):
     open_page(page, server + "/leaderboard?level=1", "Leaderboard")
     best = synthetic_archive.best_per_task(Filters(level=("1",)))
     first = best.iloc[0]
-    page.locator('[data-testid="stMain"] [data-testid="stPageLink-NavLink"]').filter(
-        has_text=first["kernel_name"]
-    ).first.click()
-    page.wait_for_url(f"**/kernel?id={first['kernel_id']}", timeout=WAIT_MS)
-    open_page(page, page.url, first["kernel_name"])
+    grid = page.locator('[data-testid="stDataFrame"]').first
+    page.wait_for_function(f"(grid) => ({GRID_ROWS})(grid).length > 1", arg=grid.element_handle(), timeout=WAIT_MS)
+    header, top = grid.evaluate(GRID_ROWS)[:2]
+    assert header[: len(LEADERBOARD_COLUMNS)] == LEADERBOARD_COLUMNS
+    assert not {"task_id", "kernel_id", "kernel_name"} & set(header)  # the ids live in the link columns only
+    task_link, kernel_link = top[0], top[1]
+    assert task_link == f"task?id={first['task_id']}"
+    assert kernel_link == f"kernel?id={first['kernel_id']}#{first['kernel_name']}"  # shown as the kernel's name
+    assert page.locator('[data-testid="stMain"] [data-testid="stPageLink-NavLink"]').count() == 0  # one way only
+    open_page(page, f"{server}/{kernel_link}", first["kernel_name"])  # where the link leads
     assert page.locator('[data-testid="stCode"]').first.inner_text().strip() != ""
     page.screenshot(path=str(tmp_path / "kernel_from_leaderboard.png"), full_page=True)
 
@@ -174,6 +187,20 @@ def test_map_canvas_is_not_blank(server, page, tmp_path):
     assert coloured > 1000, f"only {coloured} coloured pixels: the WebGL scatter did not draw"
 
 
+def test_map_shows_cluster_labels_in_the_kernel_vocabulary(server, page, synthetic_archive):
+    from builder.embed.label_terms import vocabulary_words
+    from builder.embed.labels import label_phrases
+
+    open_page(page, server + "/map", "Map of the archive", charts=1)
+    chart = page.locator('[data-testid="stPlotlyChart"]').first
+    svg_texts = "(nodes) => nodes.map(n => n.textContent)"  # SVG text has no innerText
+    shown = chart.locator(".annotation-text").evaluate_all(svg_texts)
+    assert sorted(shown) == sorted(synthetic_archive.cluster_centres()["label"])
+    assert all(set(label_phrases(label)) <= vocabulary_words() for label in shown), shown
+    # The legend names the same clusters.
+    assert sorted(chart.locator(".legendtext").evaluate_all(svg_texts)) == sorted(shown)
+
+
 def test_map_lasso_lists_kernels(server, page, synthetic_archive, tmp_path):
     open_page(page, server + "/map", "Map of the archive")
     chart = page.locator('[data-testid="stPlotlyChart"]').first
@@ -190,7 +217,7 @@ def test_map_lasso_lists_kernels(server, page, synthetic_archive, tmp_path):
     heading.first.wait_for(timeout=WAIT_MS)
     # The lasso encloses the whole plot: the region query lists every kernel that has a map point.
     assert f"Selected kernels ({synthetic_archive.map_total():,})" in heading.first.inner_text()
-    page.locator('[data-testid="stMain"] [data-testid="stPageLink-NavLink"]').first.wait_for(timeout=WAIT_MS)
+    page.locator('[data-testid="stMain"] [data-testid="stDataFrame"]').first.wait_for(timeout=WAIT_MS)
     page.screenshot(path=str(tmp_path / "map_selection.png"), full_page=True)
 
 

@@ -96,6 +96,7 @@ def test_launch_serves_the_checked_archive_in_process(synthetic_dir, monkeypatch
     args = seen["args"]
     assert args[:2] == ["run", str(config.REPO_ROOT / "explorer" / "app.py")]
     assert args[args.index("--server.port") + 1] == str(port) and args[args.index("--server.headless") + 1] == "true"
+    assert args[args.index("--client.toolbarMode") + 1] == "viewer"  # no Deploy button, no developer menu
     assert seen["spec"] == str(synthetic_dir)
     # The app takes the archive the launch opened (once) instead of reading the Parquet files again.
     assert seen["handed_over"] is not None and seen["handed_over"].size == 300

@@ -83,7 +83,7 @@ def test_overview(synthetic):
     assert len(app.get("vega_lite_chart")) == 5  # two count bars, two histograms, the fast_p curve
     assert not app.get("plotly_chart")  # Plotly (slow to load) is for the map alone
     # Top kernels: a Markdown table (no grid to load on the first page) linking each kernel, best first.
-    top_table = [m.value for m in app.markdown if m.value.startswith("| kernel | task |")]
+    top_table = [m.value for m in app.markdown if m.value.startswith("| Task | Kernel |")]
     assert len(top_table) == 1
     linked = re.findall(r"\]\(kernel\?id=([^)]+)\)", top_table[0])
     assert linked == list(synthetic.overview().top["kernel_id"]) and len(linked) == 20
@@ -244,3 +244,41 @@ def test_files_removed_while_the_app_is_up(tmp_path, source_env):
     kernel_id = make_record("1/1", "b")["kernel_id"]
     errors = [e.value for e in run_page("kernel", id=kernel_id).error]
     assert errors and errors[0].startswith("Cannot read the archive:") and str(folder) in errors[0]
+
+
+def test_leaderboard_leaves_out_what_the_archive_does_not_record(tmp_path, source_env):
+    records = [make_record("1/1", "a", speedup_eager=2.0), make_record("1/2", "b", speedup_eager=1.5)]
+    source_env(write_archive(tmp_path, records))
+    app = run_page("leaderboard")
+    assert not [h.value for h in app.subheader if "Per model" in h.value]  # no model or experiment recorded
+    assert len(app.download_button) == 1 and not app.error
+
+
+def _error_text(app: AppTest) -> str:
+    assert not app.exception, [e.value for e in app.exception]
+    return " ".join(e.value for e in app.error)
+
+
+def test_corrupt_parquet_and_an_empty_archive_are_messages(tmp_path, source_env):
+    import pyarrow.parquet as pq
+
+    from schemas.arrow import kernel_record_schema
+
+    corrupt = tmp_path / "corrupt" / "data"
+    corrupt.mkdir(parents=True)
+    (corrupt / "level_1-00000-of-00001.parquet").write_bytes(b"PAR1 this is not a parquet file PAR1")
+    source_env(corrupt.parent)
+    assert "Cannot open the archive" in _error_text(AppTest.from_file(str(APP), default_timeout=TIMEOUT).run())
+
+    empty = tmp_path / "empty" / "data"
+    empty.mkdir(parents=True)
+    pq.write_table(kernel_record_schema().empty_table(), empty / "level_1-00000-of-00001.parquet")
+    source_env(empty.parent)
+    assert "holds no kernel records" in _error_text(AppTest.from_file(str(APP), default_timeout=TIMEOUT).run())
+
+
+def test_a_huge_query_is_answered_not_raised(synthetic):
+    for mode in ("text", "semantic"):
+        app = run_page("search", q="x" * 10_000, mode=mode)
+        assert not app.exception
+        assert app.info or app.warning or app.dataframe

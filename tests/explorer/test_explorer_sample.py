@@ -33,7 +33,14 @@ def test_same_seed_same_archive():
 def test_hashed_embedding_is_normalised_and_topical():
     warp = hashed_token_embedding("__shfl_down_sync warp reduce")
     assert np.isclose(np.linalg.norm(warp), 1.0)
-    families = {f.name: hashed_token_embedding(f.label + " " + f.body) for f in FAMILIES}
+    families = {f.name: hashed_token_embedding(f.keywords + " " + f.body) for f in FAMILIES}
     best = max(families, key=lambda name: float(families[name] @ warp))
     assert best == "warp"
     assert not hashed_token_embedding("").any()
+
+
+def test_cluster_labels_are_the_ones_embed_gives_the_families():
+    columns = synthetic_columns(200, seed=3)
+    labels = dict(zip(columns["cluster_id"], columns["cluster_label"], strict=True))
+    assert labels[FAMILIES.index(next(f for f in FAMILIES if f.name == "warp"))] == "warp shuffle"
+    assert len(set(labels.values())) == len(labels)  # one distinct label per family

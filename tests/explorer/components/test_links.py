@@ -65,11 +65,11 @@ def test_archive_text_is_shown_literally_in_one_row(name, monkeypatch):
     )
     rows = table_rows(rendered_table(frame, monkeypatch))
     assert len(rows) == 1
-    (kernel, kernel_href), (task, task_href), (op, _), (model, _), runtime, eager, compile_ = rows[0]
+    (task, task_href), (kernel, kernel_href), eager, compile_, runtime, (op, _), (model, _) = rows[0]
     assert kernel == op == " ".join(name.split())  # literal text, whitespace folded onto one line
     assert model == "m|x"
     assert kernel_href == "kernel?id=ab%2Fc%3Fd" and (task, task_href) == ("2/17", "task?id=2/17")
-    assert [runtime[0], eager[0], compile_[0]] == ["0.2500", "3.00x", "–"]
+    assert [eager[0], compile_[0], runtime[0]] == ["3.00", "–", "0.2500"]
 
 
 def test_rows_follow_the_frame_and_an_empty_frame_says_so(monkeypatch):
@@ -89,9 +89,67 @@ def test_rows_follow_the_frame_and_an_empty_frame_says_so(monkeypatch):
         ]
     )
     rows = table_rows(rendered_table(frame, monkeypatch))
-    assert [row[0][1] for row in rows] == [f"kernel?id=id{i}" for i in range(5)]
+    assert [row[1][1] for row in rows] == [f"kernel?id=id{i}" for i in range(5)]
     captions: list[str] = []
     monkeypatch.setattr(links.st, "caption", lambda body, **_: captions.append(body))
     monkeypatch.setattr(links.st, "markdown", lambda *_, **__: pytest.fail("no table for no kernels"))
     links.markdown_kernel_table(frame.iloc[:0])
     assert captions == ["No ranking-eligible kernels yet."]
+
+
+def test_headers_lead_with_task_kernel_speedups_and_runtime_and_skip_an_empty_model(monkeypatch):
+    frame = pd.DataFrame(
+        [
+            {
+                "kernel_id": "a",
+                "kernel_name": "k",
+                "task_id": "1/1",
+                "op_name": "op",
+                "model": None,
+                "runtime_ms": 1.0,
+                "speedup_eager": 2.0,
+                "speedup_compile": 1.5,
+            }
+        ]
+    )
+    header = rendered_table(frame, monkeypatch).splitlines()[0]
+    assert [cell.strip() for cell in header.strip("|").split("|")] == [
+        "Task",
+        "Kernel",
+        "Speedup vs eager (×)",
+        "Speedup vs torch.compile (×)",
+        "Runtime (ms)",
+        "Op",
+    ]
+
+
+def test_kernel_tables_link_by_name_in_a_fixed_column_order_without_empty_columns():
+    frame = pd.DataFrame(
+        [
+            {
+                "kernel_id": "id1",
+                "task_id": "1/2",
+                "op_name": "op",
+                "kernel_name": "my kernel",
+                "model": None,
+                "experiment": None,
+                "status": "correct",
+                "runtime_ms": 1.0,
+                "speedup_eager": 2.0,
+                "speedup_compile": 1.0,
+                "strategy_tags": ["naive"],
+            }
+        ]
+    )
+    shown = links.with_links(frame)
+    assert shown["kernel"].iloc[0] == "kernel?id=id1#my%20kernel" and shown["task"].iloc[0] == "task?id=1/2"
+    assert links.shown_columns(shown) == [
+        "task",
+        "kernel",
+        "speedup_eager",
+        "speedup_compile",
+        "runtime_ms",
+        "op_name",
+        "status",
+        "strategy_tags",
+    ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from explorer.components.map_view import map_figure, selection_shapes
+from explorer.components.map_view import map_figure, marker_size, selection_shapes
 
 
 def test_box_and_lasso_become_polygons_and_broken_shapes_are_skipped():
@@ -30,6 +30,11 @@ def _points(n: int) -> pd.DataFrame:
             "cluster_id": np.arange(n) % 3,
             "cluster_label": [f"c<{i % 3}>" for i in range(n)],
             "kernel_name": [f"k<b>{i}</b>" for i in range(n)],
+            "task_id": [f"1/{i % 4}" for i in range(n)],
+            "op_name": ["softmax"] * n,
+            "status": ["correct", "incorrect", "timeout"] * (n // 3) + ["correct"] * (n % 3),
+            "speedup_eager": [None if i % 5 == 0 else 0.5 + i / 10 for i in range(n)],
+            "speedup_compile": [1.0] * n,
         }
     )
 
@@ -50,3 +55,47 @@ def test_figure_has_a_trace_per_colour_and_the_density_beneath():
     assert "<b>" not in "".join(figure.data[1].text) and "&lt;b&gt;" in figure.data[1].text[0]
     assert figure.layout.annotations[0].text == "&lt;i&gt;c0&lt;/i&gt;"
     assert map_figure(points, "cluster_label", centres).data[0].type == "scattergl"  # no density: not sampled
+
+
+def test_hover_names_kernel_task_status_and_speedup():
+    figure = map_figure(_points(6), "status", pd.DataFrame(columns=["cluster_id", "label", "x", "y", "n"]))
+    texts = [text for trace in figure.data for text in trace.text]
+    assert "k&lt;b&gt;1&lt;/b&gt;<br>1/1 softmax, incorrect, 0.60x eager" in texts
+    assert "k&lt;b&gt;0&lt;/b&gt;<br>1/0 softmax, correct, not timed" in texts
+
+
+def test_statuses_keep_their_colours_and_speedups_get_a_factor_scale():
+    from explorer.components.charts import STATUS_COLOURS
+
+    no_centres = pd.DataFrame(columns=["cluster_id", "label", "x", "y", "n"])
+    by_status = map_figure(_points(9), "status", no_centres)
+    assert {t.name: t.marker.color for t in by_status.data} == {
+        s: STATUS_COLOURS[s] for s in ("correct", "incorrect", "timeout")
+    }
+    by_speedup = map_figure(_points(30), "speedup_eager", no_centres)
+    untimed, timed = by_speedup.data
+    assert untimed.name == "not timed" and len(untimed.x) == 6 and len(timed.x) == 24
+    assert "1×" in timed.marker.colorbar.ticktext and timed.marker.colorbar.title.text == "Speedup vs eager (×)"
+
+
+def test_markers_shrink_with_the_count_and_axes_frame_the_kernels():
+    assert marker_size(200) > marker_size(10_000) >= 4 and marker_size(50) <= 10
+    points = _points(30)
+    points["map_x"] = np.linspace(10, 20, 30)
+    figure = map_figure(points, "cluster_label", pd.DataFrame(columns=["cluster_id", "label", "x", "y", "n"]))
+    low, high = figure.layout.xaxis.range
+    assert 9 < low < 10 and 20 < high < 21
+    assert figure.data[0].marker.size == marker_size(30)
+
+
+def test_unclustered_kernels_are_grey_and_last():
+    from builder import config
+    from explorer.components.charts import OTHER_COLOUR
+
+    points = _points(6)
+    points["cluster_label"] = [config.NOISE_CLUSTER_LABEL, "a", "b"] * 2
+    figure = map_figure(points, "cluster_label", pd.DataFrame(columns=["cluster_id", "label", "x", "y", "n"]))
+    assert [t.name for t in figure.data] == ["a", "b", config.NOISE_CLUSTER_LABEL]
+    assert figure.data[-1].marker.color == OTHER_COLOUR and OTHER_COLOUR not in {
+        t.marker.color for t in figure.data[:2]
+    }
