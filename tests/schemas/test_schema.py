@@ -168,7 +168,14 @@ def test_invalid_records_are_reported(overrides, problem):
 
 def test_flag_classes():
     disq = schemas.disqualifying_flags()
-    assert {"input_mutation", "uninitialized_output", "nondeterministic", "ignores_input", "side_stream"} == set(disq)
+    assert {
+        "input_mutation",
+        "uninitialized_output",
+        "nondeterministic",
+        "ignores_input",
+        "side_stream",
+        "tampers_reference",
+    } == set(disq)
     assert set(schemas.flag_vocabulary()) - disq == {
         "degenerate_task",
         "uses_torch_ops",
