@@ -2,7 +2,7 @@
 # One device call of the sample-archive build: resumes the build carried in .carry/gpu-build (if any),
 # runs the bundled generator on CUDA for LEVELS within BUDGET_S seconds (SIGTERM then: records already
 # committed stay), and returns the DuckDB store, status and logs through $OUT.
-# The lent machine's copy of the tree has no .git: pass the commit so records name their code, e.g.
+# The GPU box's copy of the tree has no .git: pass the commit so records name their code, e.g.
 #   KA_BUILDER_COMMIT=$(git rev-parse HEAD)$(git diff --quiet HEAD || echo .dirty) (run here, pasted into the call).
 source benchmarks/device/setup.sh
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" builds/gpu

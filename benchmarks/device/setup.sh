@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Source this on a lent GPU machine (no package registry there): installs the carried wheels (.whl/) and
+# Source this on a GPU box without a package registry: installs the carried wheels (.whl/) and
 # unpacks Debian's bubblewrap (.deb/) outside /tmp (the sandbox gives children a private /tmp), then puts the
 # repository on PYTHONPATH so `python3 -m builder` is the kernel-archive CLI.
 set -e

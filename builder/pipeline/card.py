@@ -164,6 +164,11 @@ def render_card(facts: CardFacts, configs: dict[str, dict[str, dict[str, Any]]])
         "- Outputs are checked against the reference with poisoned (NaN-filled) memory so a kernel that returns an "
         "uninitialised buffer still holding the reference result fails; near-constant references are flagged so "
         "near-zero outputs cannot pass unnoticed.",
+        "- The reference is computed in a clean process that never loads candidate code, and the comparison is made "
+        "by the builder, not in the candidate's process: a kernel that changes what the reference computes when it "
+        "loads cannot pass, and is flagged `tampers_reference`.",
+        "- Speedups over eager come from PyTorch eager timed beside the kernel in alternating blocks of one window "
+        "(`speedup_eager_iqr` is their spread); `eager_clean_ms` is eager in a clean process.",
         "",
         "Checks (flags) and how often they fired:\n",
         _table(["flag", "disqualifying", "meaning", "records"], check_rows),

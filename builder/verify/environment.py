@@ -96,7 +96,7 @@ def builder_version() -> str:
     """The builder's version and the commit of its code, as a PEP 440 local label (`0.1.0+g1a2b3c4d5e6f`,
     `.dirty` when tracked files had uncommitted changes), so a record names the code that verified it.
 
-    The commit comes from KA_BUILDER_COMMIT when set (a copy of the tree without .git, as on a lent GPU box:
+    The commit comes from KA_BUILDER_COMMIT when set (a copy of the tree without .git, as on a GPU box the tree was copied to:
     `benchmarks/device/build_sample.sh` says how), else from git; the bare version when neither is known."""
     from builder import __version__
 

@@ -1,4 +1,4 @@
-"""GPU checks (run by the lead on the device machine): real ncu and CUDA torch-profiler runs.
+"""GPU checks (run on a GPU box): real ncu and CUDA torch-profiler runs.
 
 They print measured figures (profile seconds per kernel, ncu duration vs CUDA-event median) for
 docs/gpu-runs.md; the assertions only check plausibility, never speed.

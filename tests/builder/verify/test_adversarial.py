@@ -26,7 +26,7 @@ SECRET_NAME = "KA_FIXTURE_SECRET"
 SPAWN_MARKER = ("sleep", "86399")  # the background process python/host_side_effects_spawns_process.py starts
 CLI_TIMEOUT_S = 1800
 # The first test of a backend waits for all CLI runs of the session fixture (compiles included).
-SESSION_TIMEOUT_S = 3600
+SETUP_TIMEOUT_S = 3600
 PARALLEL_RUNS = max(2, min(4, os.cpu_count() or 2))
 
 
@@ -159,7 +159,7 @@ def cuda_outcomes(tmp_path_factory):
 
 @needs_cli
 @pytest.mark.slow
-@pytest.mark.timeout(SESSION_TIMEOUT_S)
+@pytest.mark.timeout(SETUP_TIMEOUT_S)
 @pytest.mark.parametrize("fixture", fixtures_for("cpu"))
 def test_cpu_fixture_verdict(fixture, cpu_outcomes):
     assert_verdict(fixture, cpu_outcomes[fixture])
@@ -167,7 +167,7 @@ def test_cpu_fixture_verdict(fixture, cpu_outcomes):
 
 @needs_cli
 @pytest.mark.slow
-@pytest.mark.timeout(SESSION_TIMEOUT_S)
+@pytest.mark.timeout(SETUP_TIMEOUT_S)
 def test_no_spawned_process_survives_verify(cpu_outcomes):
     import psutil
 
@@ -181,7 +181,7 @@ def test_no_spawned_process_survives_verify(cpu_outcomes):
 
 @needs_cli
 @pytest.mark.gpu
-@pytest.mark.timeout(SESSION_TIMEOUT_S)
+@pytest.mark.timeout(SETUP_TIMEOUT_S)
 @pytest.mark.parametrize("fixture", fixtures_for("cuda"))
 def test_cuda_fixture_verdict(fixture, cuda_outcomes):
     assert_verdict(fixture, cuda_outcomes[fixture])

@@ -1,4 +1,4 @@
-"""CUDA builds on a real GPU (marked gpu: skipped without one; the lead runs them on the device box)."""
+"""CUDA builds on a real GPU (marked gpu: skipped without one)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The engine with the real child on a GPU (marked gpu: the lead runs them on the device box)."""
+"""The engine with the real child on a GPU (marked gpu: skipped without one)."""
 
 from __future__ import annotations
 
