@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -82,9 +83,13 @@ def read(path: str | Path, max_bytes: int) -> dict[str, list[Any] | str]:
 
     path = Path(path)
     try:
-        size = path.stat().st_size
+        info = path.lstat()
     except OSError as exc:
         raise OutputFileError(f"no outputs file ({exc.strerror})") from None
+    # A link could point the judge at files the candidate did not write (the clean reference's, say).
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        raise OutputFileError(f"{path.name} is not a plain file of its own (a link?)")
+    size = info.st_size
     if size > max_bytes:
         raise OutputFileError(f"outputs file of {size} bytes exceeds the {max_bytes}-byte limit")
     try:
@@ -145,6 +150,8 @@ class OutputsDir:
         self.directory = Path(directory)
         self.max_file_bytes = max_file_bytes
         self.keep_loaded = keep_loaded  # False: read again on each use (a reference kept for a whole build)
+        if self.directory.is_symlink() or (self.directory / INDEX).is_symlink():
+            raise OutputFileError("the outputs directory or its index is a link")
         try:
             names = json.loads((self.directory / INDEX).read_text())
         except (OSError, ValueError) as exc:

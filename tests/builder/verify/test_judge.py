@@ -1,0 +1,70 @@
+"""The judge's file handling and comparisons (trusted parent side), on files written here."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from builder.verify import judge, tensor_files
+
+
+def write(directory, **named):
+    tensor_files.write_dir(directory, named)
+    return tensor_files.OutputsDir(directory, 1 << 20)
+
+
+def test_outputs_round_trip_with_devices_and_descriptions(tmp_path):
+    outputs = write(tmp_path / "out", trial0=(torch.ones(3), torch.zeros(2)), probe="a RuntimeError")
+    values = outputs.get("trial0")
+    assert [v.device for v in values] == ["cpu", "cpu"] and torch.equal(values[0].tensor, torch.ones(3))
+    assert outputs.get("probe") == "a RuntimeError" and outputs.get("timing0") is None
+
+
+def test_a_link_to_another_file_is_never_read_as_the_candidates_output(tmp_path):
+    reference = write(tmp_path / "reference", trial0=torch.arange(4.0))
+    candidate = write(tmp_path / "candidate", trial0=torch.zeros(4))
+    os.remove(tmp_path / "candidate" / "trial0.safetensors")
+    os.symlink(tmp_path / "reference" / "trial0.safetensors", tmp_path / "candidate" / "trial0.safetensors")
+    candidate = tensor_files.OutputsDir(tmp_path / "candidate", 1 << 20)
+    assert "not a plain file" in candidate.get("trial0")
+    os.remove(tmp_path / "candidate" / "trial0.safetensors")
+    os.link(tmp_path / "reference" / "trial0.safetensors", tmp_path / "candidate" / "trial0.safetensors")
+    candidate = tensor_files.OutputsDir(tmp_path / "candidate", 1 << 20)
+    manifest = {"trials": 1}
+    result = judge.judge_checks({"status": "correct", "flags": []}, candidate, reference, manifest, 1e-4, 1e-4)
+    assert result["status"] == "incorrect" and "not a plain file" in result["error"]
+
+
+def test_an_oversized_file_and_a_malformed_index_are_refused(tmp_path):
+    big = write(tmp_path / "big", trial0=torch.zeros(1 << 16))
+    assert "exceeds" in tensor_files.OutputsDir(tmp_path / "big", 1024).get("trial0")
+    assert big.get("trial0")[0].tensor.numel() == 1 << 16
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "index.json").write_text('["../../etc/passwd"]')
+    with pytest.raises(tensor_files.OutputFileError, match="bad outputs index"):
+        tensor_files.OutputsDir(tmp_path / "bad", 1024)
+
+
+def test_a_child_claiming_correct_is_judged_by_its_outputs(tmp_path):
+    reference = write(
+        tmp_path / "reference", trial0=torch.arange(4.0), trial1=torch.arange(4.0) + 1, probe=torch.ones(2)
+    )
+    candidate = write(tmp_path / "candidate", trial0=torch.arange(4.0), trial1=torch.arange(4.0), probe=torch.ones(2))
+    manifest = {"trials": 2, "probe_bit_exact": True}
+    claim = {"status": "correct", "flags": [], "max_diff": 0.0}
+    result = judge.judge_checks(claim, candidate, reference, manifest, 1e-4, 1e-4)
+    assert result["status"] == "incorrect" and result["error"].startswith("trial 2:") and result["max_diff"] == 1.0
+
+
+def test_a_probe_that_differs_from_the_clean_one_is_tampering(tmp_path):
+    reference = write(tmp_path / "reference", trial0=torch.ones(4), probe=torch.ones(4))
+    candidate = write(tmp_path / "candidate", trial0=torch.ones(4), probe=torch.ones(4) + 1e-7)
+    exact = judge.judge_checks({"status": "correct"}, candidate, reference, {"trials": 1, "probe_bit_exact": True},
+                               1e-4, 1e-4)  # fmt: skip
+    assert exact["status"] == "incorrect" and exact["flags"] == ["tampers_reference"]
+    # Where the clean process's own two runs differed, the probe is held to the tolerance only.
+    loose = judge.judge_checks({"status": "correct"}, candidate, reference, {"trials": 1, "probe_bit_exact": False},
+                               1e-4, 1e-4)  # fmt: skip
+    assert loose["status"] == "correct" and loose["flags"] == []
