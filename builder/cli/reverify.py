@@ -26,11 +26,15 @@ def reverify(
         None, "--compile-workers", min=1, help="Parallel compiles (default: CPU cores)."
     ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    restart: bool = typer.Option(
+        False, "--restart", help="Verify everything again (by default a rerun resumes after the kernels in --out)."
+    ),
 ) -> None:
     """Re-verify an archive's kernels here: verdict agreement, flag changes, speedup ratios, what moved.
 
-    Writes report.md, report.json and records.parquet (the new records) to --out. Exits 0 when it ran;
-    the report's first line says whether the archive held."""
+    Writes report.md, report.json and records.parquet (the new records) to --out. Each record is also appended to
+    records.jsonl as it arrives, so a run that is cut off keeps its work and a rerun resumes after it. Exits 0
+    when it ran; the report's first line says whether the archive held."""
     from builder.pipeline.reverify_run import REPORT_MD, ReverifyParams, run_reverify
 
     params = ReverifyParams(
@@ -43,6 +47,7 @@ def reverify(
         timeout_s=timeout,
         compile_workers=compile_workers,
         progress=not quiet,
+        restart=restart,
     )
     report, folder = run_reverify(params)
     typer.echo(f"{dataset}: {report['kernels']} kernel(s) re-verified on {report['backend']}; {report['verdict']}")

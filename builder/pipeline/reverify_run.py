@@ -27,6 +27,7 @@ from builder.pipeline.reverify import build_report, render_markdown
 from builder.tasks import Task, load_suite
 
 REPORT_JSON, REPORT_MD, RECORDS_PARQUET = "report.json", "report.md", "records.parquet"
+PROGRESS_JSONL = "records.jsonl"  # one new record a line, appended as each arrives: a rerun resumes from it
 
 
 @dataclass
@@ -40,6 +41,7 @@ class ReverifyParams:
     timeout_s: float | None = None  # None: the engine's default
     compile_workers: int | None = None
     progress: bool = True
+    restart: bool = False  # True: forget the records a previous run left in --out
 
 
 def default_out(dataset: str) -> Path:
@@ -110,7 +112,12 @@ def run_reverify(params: ReverifyParams) -> tuple[dict[str, Any], Path]:
     if not pairs:
         why = f" (e.g. {generator.notes[0]})" if generator.notes else ""
         raise UsageError(f"{params.dataset}: no kernels to re-verify on the {backend} backend with these options{why}")
-    records = _verify(pairs, backend, params, out)
+    if params.restart:
+        (out / PROGRESS_JSONL).unlink(missing_ok=True)
+    done = {(r.task_id, r.kernel_id): r for r in load_progress(out)}
+    wanted = {(c.task_id, c.kernel_id) for c, _ in pairs}
+    todo = [(c, t) for c, t in pairs if (c.task_id, c.kernel_id) not in done]
+    records = [r for key, r in done.items() if key in wanted] + (_verify(todo, backend, params, out) if todo else [])
     context = {
         "dataset": params.dataset,
         "backend": backend,
@@ -139,6 +146,8 @@ def _verify(pairs: list[tuple[Candidate, Task]], backend: str, params: ReverifyP
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from schemas import record_to_dict
+
     seeds = [secrets.randbits(config.SEED_BITS) for _ in range(params.trials)]
     options = make_verify_options(
         backend,
@@ -150,6 +159,12 @@ def _verify(pairs: list[tuple[Candidate, Task]], backend: str, params: ReverifyP
     )
     executor = make_executor("local", options, ExecutorSettings(backend, compile_workers=params.compile_workers))
     records: list[Any] = []
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / PROGRESS_JSONL
+    torn = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
+    journal = path.open("a")
+    if torn:
+        journal.write("\n")  # end the last line of a run killed mid-write
     console = Console(stderr=True)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     progress = Progress(*columns, console=console, disable=not (params.progress and console.is_terminal))
@@ -158,10 +173,29 @@ def _verify(pairs: list[tuple[Candidate, Task]], backend: str, params: ReverifyP
             bar = progress.add_task("re-verifying", total=len(pairs))
             for record in executor.stream(iter(pairs)):
                 records.append(record)
+                journal.write(json.dumps(record_to_dict(record), default=str) + "\n")
+                journal.flush()  # kept if the run is cut off: the next run resumes after it
                 correct = sum(1 for r in records if r.status == "correct")
                 progress.update(bar, advance=1, description=f"re-verifying ({correct} correct)")
     finally:
         executor.close()
+        journal.close()
+    return records
+
+
+def load_progress(out: Path) -> list[Any]:
+    """Records a previous run of this --out left (a torn last line, from a run killed mid-write, is skipped)."""
+    from schemas import record_from_dict
+
+    path = out / PROGRESS_JSONL
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(record_from_dict(json.loads(line)))
+        except (ValueError, TypeError):
+            continue
     return records
 
 

@@ -125,6 +125,25 @@ def test_command_on_an_export_with_the_fake_verifier(fake_dataset, tmp_path):
     assert pq.read_table(out / "records.parquet").num_rows == 5
 
 
+def test_a_rerun_resumes_after_the_kernels_already_verified(fake_dataset, tmp_path):
+    out = tmp_path / "report"
+    first = run_cli("reverify", fake_dataset, "--out", out, "--backend", "cpu", "--limit", "3", env=fake_env())
+    assert first.returncode == 0, first.stderr
+    journal = (out / "records.jsonl").read_text().splitlines()
+    assert len(journal) == 3
+    (out / "records.jsonl").write_text("\n".join(journal) + "\n{torn line of a killed run")
+    second = run_cli("reverify", fake_dataset, "--out", out, "--backend", "cpu", "--limit", "5", env=fake_env())
+    assert second.returncode == 0, second.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["kernels"] == 5
+    lines = [line for line in (out / "records.jsonl").read_text().splitlines() if line.startswith('{"')]
+    assert len(lines) == 5  # only the two missing kernels were verified this time
+    third = run_cli("reverify", fake_dataset, "--out", out, "--backend", "cpu", "--limit", "2", "--restart",
+                    env=fake_env())  # fmt: skip
+    assert third.returncode == 0, third.stderr
+    assert len((out / "records.jsonl").read_text().splitlines()) == 2
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
