@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 CANDIDATE_MODULE_NAME = "ka_candidate_model_new"
-JUDGEMENT_POLL_S = 0.002
 
 
 def _finite(value: Any) -> Any:
@@ -116,12 +115,14 @@ def run_reference_job(job: dict[str, Any]) -> dict[str, Any]:
 def _await_judgement(job: dict[str, Any]) -> bool:
     """Wait for the parent's word on the checks' outputs: time the candidate only if they passed (the timing
     budget is not spent on incorrect kernels). The parent's timeout bounds the wait."""
+    from builder import config
+
     go_path = job.get("go_path")
     if not go_path:
         return True
     go = Path(go_path)
     while not go.exists():
-        time.sleep(JUDGEMENT_POLL_S)
+        time.sleep(config.JUDGE_POLL_S)
     return go.read_text().strip() == "time"
 
 
