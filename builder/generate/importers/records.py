@@ -17,8 +17,7 @@ from typing import Any
 from builder.candidates import Candidate
 from builder.errors import UsageError
 from builder.generate.importers.common import parse_float, task_name
-from builder.generate.importers.task_files import ImportedTaskFiles
-from builder.tasks import Task
+from builder.generate.importers.task_files import RowFileImport
 from schemas import required_fields
 
 # Provenance the re-verified record keeps from the archive's (generator becomes `import`).
@@ -70,34 +69,19 @@ def read_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             index += 1
 
 
-class RecordsImport:
+class RecordsImport(RowFileImport):
     """Turns stored records into candidates and task files; `notes` says why any record was left out."""
 
     def __init__(self, source: Path, label: str, out_dir: Path, backend: str, levels: list[int] | None = None):
-        self.source = source
-        self.label = label
-        self.backend = backend
-        self.levels = levels
-        self.notes: list[str] = []
-        self.task_by_ref: dict[str, Task] = {}
+        super().__init__(source, label, out_dir, backend, levels)
         # (task id, kernel id) -> the archive's own verdict and timing of that kernel
         self.recorded: dict[tuple[str, str], dict[str, Any]] = {}
-        self.task_files = ImportedTaskFiles(
-            Path(out_dir) / "imported_tasks" / task_name(label), f"import:{label}", self.notes
-        )
 
-    @property
-    def tasks(self) -> dict[str, Task]:
-        return self.task_files.first
+    def files(self) -> list[Path]:
+        return records_files(self.source)
 
-    def candidates(self) -> list[Candidate]:
-        out: list[Candidate] = []
-        for path in records_files(self.source):
-            for index, row in read_records(path):
-                candidate = self._row(path, index, row)
-                if candidate is not None:
-                    out.append(candidate)
-        return out
+    def rows(self, path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+        return read_records(path)
 
     def _row(self, path: Path, index: int, row: dict[str, Any]) -> Candidate | None:
         where = f"{path.name} row {index}"

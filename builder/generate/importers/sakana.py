@@ -23,8 +23,7 @@ from typing import Any
 from builder.candidates import Candidate
 from builder.errors import UsageError
 from builder.generate.importers.common import detect_language, parse_bool, parse_float, task_name
-from builder.generate.importers.task_files import ImportedTaskFiles
-from builder.tasks import Task
+from builder.generate.importers.task_files import RowFileImport
 from builder.tasks.suite import is_functional_program
 from schemas import sakana_mapping
 
@@ -97,33 +96,14 @@ def functional_program(row: dict[str, Any]) -> str | None:
     return functional
 
 
-class SakanaImport:
+class SakanaImport(RowFileImport):
     """Turns rows into candidates and task files; `notes` says why any row was left out."""
 
-    def __init__(self, source: Path, label: str, out_dir: Path, backend: str, levels: list[int] | None = None):
-        self.source = source
-        self.label = label
-        self.backend = backend
-        self.levels = levels
-        self.notes: list[str] = []
-        self.task_by_ref: dict[str, Task] = {}
-        self.task_files = ImportedTaskFiles(
-            Path(out_dir) / "imported_tasks" / task_name(label), f"import:{label}", self.notes
-        )
+    def files(self) -> list[Path]:
+        return row_files(self.source)
 
-    @property
-    def tasks(self) -> dict[str, Task]:
-        """Task id -> the first variant of its task."""
-        return self.task_files.first
-
-    def candidates(self) -> list[Candidate]:
-        out: list[Candidate] = []
-        for path in row_files(self.source):
-            for index, row in read_rows(path):
-                candidate = self._row(path, index, row)
-                if candidate is not None:
-                    out.append(candidate)
-        return out
+    def rows(self, path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+        return read_rows(path)
 
     def _row(self, path: Path, index: int, row: dict[str, Any]) -> Candidate | None:
         where = f"{path.name} row {index}"

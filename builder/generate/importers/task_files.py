@@ -8,9 +8,13 @@ tasks. Rows of one task id that disagree on that program get one task file per v
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+from builder.candidates import Candidate
 from builder.errors import UsageError
+from builder.generate.importers.common import task_name
 from builder.tasks import Task
 from builder.tasks.suite import describe_task_file
 
@@ -50,3 +54,42 @@ class ImportedTaskFiles:
         if task is not None:
             self.first.setdefault(task_id, task)
         return task
+
+
+class RowFileImport:
+    """An importer that reads rows from files, each row a candidate and its task file, or a note saying why not.
+    Subclasses say which files (`files`), how rows are read (`rows`) and what a row becomes (`_row`)."""
+
+    def __init__(self, source: Path, label: str, out_dir: Path, backend: str, levels: list[int] | None = None):
+        self.source = source
+        self.label = label
+        self.backend = backend
+        self.levels = levels
+        self.notes: list[str] = []
+        self.task_by_ref: dict[str, Task] = {}
+        self.task_files = ImportedTaskFiles(
+            Path(out_dir) / "imported_tasks" / task_name(label), f"import:{label}", self.notes
+        )
+
+    @property
+    def tasks(self) -> dict[str, Task]:
+        """Task id -> the first variant of its task."""
+        return self.task_files.first
+
+    def files(self) -> list[Path]:
+        raise NotImplementedError
+
+    def rows(self, path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+        raise NotImplementedError
+
+    def _row(self, path: Path, index: int, row: dict[str, Any]) -> Candidate | None:
+        raise NotImplementedError
+
+    def candidates(self) -> list[Candidate]:
+        out: list[Candidate] = []
+        for path in self.files():
+            for index, row in self.rows(path):
+                candidate = self._row(path, index, row)
+                if candidate is not None:
+                    out.append(candidate)
+        return out
