@@ -29,7 +29,7 @@ from builder.tasks import Task
 from builder.verify import batching, environment, verdict
 from builder.verify.baseline_cache import BaselineCache
 from builder.verify.compile import CompileResult, build_extension, default_cache_dir
-from builder.verify.evaluation import ReferenceCache, run_judged
+from builder.verify.evaluation import ReferenceCache, process_reference_cache, run_judged
 from builder.verify.pool import CHILD_MODULE, EvalPool, PooledChild, build_job, child_env, run_child
 from builder.verify.sandbox import resolve_isolation
 from schemas import KernelRecord
@@ -126,8 +126,7 @@ def evaluate_compiled(compiled: CompileResult, candidate: Candidate, task: Task,
         record = verdict.assemble_record(base, status=status, error=compiled.error, static_flags=static_flags,
                                          extra=extra)  # fmt: skip
         return attach_profiles(record, candidate, task, options, compiled)
-    references = references or ReferenceCache()  # held until the record is made: it owns the reference files
-    reference = references.get(task, options)
+    reference = (references or process_reference_cache()).get(task, options)
     if reference.error:  # the task's reference failed in a clean process: nothing to judge against
         if pooled is not None:
             pooled.discard()

@@ -53,10 +53,6 @@ class CleanReference:
         per_call = sum(int(n) for n in self.manifest.get("output_bytes") or [])
         return 2 * per_call + config.OUTPUTS_FILE_SLACK_BYTES
 
-    def release(self) -> None:
-        if isinstance(self.outputs, tensor_files.OutputsDir):
-            self.outputs.remove()
-
 
 class ReferenceCache:
     """Clean references of the tasks in use, computed once each (per build: the seeds are the build's)."""
@@ -89,16 +85,33 @@ class ReferenceCache:
                 if key in self._entries:
                     self._entries.move_to_end(key)
                     return self._entries[key]
-            reference = compute_clean_reference(task, options, self.root / key[:24])
+            directory = self.root / key[:24]
+            reference = compute_clean_reference(task, options, directory)
+            weakref.finalize(reference, shutil.rmtree, str(directory), True)  # the files live as long as it does
             self.computed += 1
             with self._lock:
                 self._entries[key] = reference
                 while len(self._entries) > self.capacity:
-                    self._entries.popitem(last=False)[1].release()
+                    # Dropped here; its files go once no evaluation holds it any more.
+                    self._entries.popitem(last=False)
             return reference
 
     def close(self) -> None:
         self._finalizer()
+
+
+_process_cache: ReferenceCache | None = None
+_process_cache_lock = threading.Lock()
+
+
+def process_reference_cache() -> ReferenceCache:
+    """One cache for callers that bring none (the CLI's verify, a Ray worker's evaluations): a worker that
+    evaluates many candidates of a task computes its clean reference once (the key holds the seeds)."""
+    global _process_cache
+    with _process_cache_lock:
+        if _process_cache is None:
+            _process_cache = ReferenceCache()
+        return _process_cache
 
 
 def compute_clean_reference(task: Task, options: VerifyOptions, directory: Path) -> CleanReference:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import stat
 from pathlib import Path
 from typing import Any
@@ -179,6 +178,3 @@ class OutputsDir:
         if self.keep_loaded:
             self._loaded[name] = value
         return value
-
-    def remove(self) -> None:
-        shutil.rmtree(self.directory, ignore_errors=True)

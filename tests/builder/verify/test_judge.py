@@ -68,3 +68,27 @@ def test_a_probe_that_differs_from_the_clean_one_is_tampering(tmp_path):
     loose = judge.judge_checks({"status": "correct"}, candidate, reference, {"trials": 1, "probe_bit_exact": False},
                                1e-4, 1e-4)  # fmt: skip
     assert loose["status"] == "correct" and loose["flags"] == []
+
+
+def test_an_evicted_reference_keeps_its_files_while_an_evaluation_holds_it(tmp_path, monkeypatch):
+    import gc
+
+    from builder.tasks import load_suite
+    from builder.verify import evaluation
+    from builder.verify.engine import VerifyOptions
+
+    def fake_compute(task, options, directory):  # the reference child's files, without running one
+        return evaluation.CleanReference(outputs=write(directory, trial0=torch.ones(2)), manifest={"trials": 1})
+
+    monkeypatch.setattr(evaluation, "compute_clean_reference", fake_compute)
+    cache = evaluation.ReferenceCache(capacity=1)
+    suite = load_suite()
+    options = VerifyOptions(backend="cpu", seeds=[1])
+    held = cache.get(suite.get("1/1"), options)
+    cache.get(suite.get("1/2"), options)  # evicts 1/1 from the cache...
+    gc.collect()
+    assert held.outputs.get("trial0")[0].tensor.sum() == 2  # ...but its files stay while it is held
+    directory = held.outputs.directory
+    del held
+    gc.collect()
+    assert not directory.exists()
