@@ -43,6 +43,7 @@ class CleanReference:
     error: str | None = None
     origin: str = "task"  # who failed: the task's code, or the child (crash, timeout)
     compute_s: float = 0.0
+    owner: Any = field(default=None, repr=False)  # the cache whose directory holds the files: kept alive with them
 
     def public_manifest(self) -> dict[str, Any]:
         keys = ("output_bytes", "output_shapes", "responsive_targets", "probe_seed", "timing_sets", "error")
@@ -88,6 +89,7 @@ class ReferenceCache:
             directory = self.root / key[:24]
             reference = compute_clean_reference(task, options, directory)
             weakref.finalize(reference, shutil.rmtree, str(directory), True)  # the files live as long as it does
+            reference.owner = self
             self.computed += 1
             with self._lock:
                 self._entries[key] = reference
