@@ -83,11 +83,14 @@ def judge_checks(child_result: dict[str, Any], candidate: Outputs, reference: Ou
         notes.setdefault(name, why)
 
     errors: list[str] = []
-    max_diff, mean_diffs = None, []
+    max_diff, mean_diffs, judged_trials = None, [], 0
     for index in range(int(manifest.get("trials") or 0)):
         name = f"trial{index}"
-        if name not in candidate:
-            break  # the candidate raised in this trial: runtime_error
+        if name not in candidate:  # only a candidate that raised in this trial (runtime_error) may lack it
+            if result.get("status") == "correct":
+                errors.append(f"trial {index + 1}: the candidate's output is missing")
+            break
+        judged_trials += 1
         comparison = compare_named(candidate.get(name), reference.get(name), atol, rtol)
         if comparison.max_diff is not None:
             max_diff = max(max_diff or 0.0, comparison.max_diff)
@@ -121,7 +124,7 @@ def judge_checks(child_result: dict[str, Any], candidate: Outputs, reference: Ou
     if status == "incorrect" or (status == "correct" and not result.get("error")):
         lines = errors[:1] + [f"{name}: {notes.get(name, 'flagged by the candidate side')}" for name in disqualified]
         result["error"] = "; ".join(lines) or None
-    result.update(status=status, flags=sorted(flags), flag_notes=dict(sorted(notes.items())), max_diff=max_diff,
+    result.update(status=status, flags=sorted(flags), trials=judged_trials, flag_notes=dict(sorted(notes.items())), max_diff=max_diff,
                   mean_diff=sum(mean_diffs) / len(mean_diffs) if mean_diffs else None)  # fmt: skip
     return result
 

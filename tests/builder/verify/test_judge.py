@@ -92,3 +92,15 @@ def test_an_evicted_reference_keeps_its_files_while_an_evaluation_holds_it(tmp_p
     del held
     gc.collect()
     assert not directory.exists()
+
+
+def test_a_child_that_claims_correct_but_leaves_out_its_outputs_is_incorrect(tmp_path):
+    reference = write(tmp_path / "reference", trial0=torch.ones(4), trial1=torch.ones(4), probe=torch.ones(2))
+    candidate = write(tmp_path / "candidate", trial0=torch.ones(4), probe=torch.ones(2))  # no trial 2
+    claim = {"status": "correct", "flags": [], "trials": 5}
+    result = judge.judge_checks(claim, candidate, reference, {"trials": 2, "probe_bit_exact": True}, 1e-4, 1e-4)
+    assert result["status"] == "incorrect" and "trial 2: the candidate's output is missing" in result["error"]
+    assert result["trials"] == 1  # what was judged, not what the child claimed
+    raised = judge.judge_checks(dict(claim, status="runtime_error", error="boom"), candidate, reference,
+                                {"trials": 2}, 1e-4, 1e-4)  # fmt: skip
+    assert raised["status"] == "runtime_error" and raised["error"] == "boom"
