@@ -28,6 +28,7 @@ from builder import config
 from builder.tasks import Task
 from builder.verify import environment, judge, tensor_files
 from builder.verify.pool import PooledChild, build_job, run_child
+from builder.verify.reference import public_manifest
 from builder.verify.sandbox import ChildOutcome
 
 if TYPE_CHECKING:
@@ -46,8 +47,7 @@ class CleanReference:
     owner: Any = field(default=None, repr=False)  # the cache whose directory holds the files: kept alive with them
 
     def public_manifest(self) -> dict[str, Any]:
-        keys = ("output_bytes", "output_shapes", "responsive_targets", "probe_seed", "timing_sets", "error")
-        return {key: self.manifest.get(key) for key in keys}
+        return public_manifest(self.manifest)
 
     def file_limit(self) -> int:
         """The most bytes one of a candidate's output files may hold: one call's outputs, with room to spare."""

@@ -110,6 +110,14 @@ def degenerate_reason(reference: Any, atol: float, rtol: float) -> str | None:
     return None
 
 
+# What a candidate's child is told of the clean reference: sizes, shapes, responsive targets and seeds; no values.
+PUBLIC_MANIFEST_KEYS = ("output_bytes", "output_shapes", "responsive_targets", "probe_seed", "timing_sets", "error")
+
+
+def public_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
+    return {key: manifest.get(key) for key in PUBLIC_MANIFEST_KEYS}
+
+
 @dataclass
 class ReferenceBundle:
     """Reference outputs by name (see the module docstring) and the manifest describing them."""
@@ -118,9 +126,7 @@ class ReferenceBundle:
     manifest: dict[str, Any] = field(default_factory=dict)
 
     def public_manifest(self) -> dict[str, Any]:
-        """What a candidate's child is told: sizes, shapes, responsive targets and seeds; no values."""
-        keys = ("output_bytes", "output_shapes", "responsive_targets", "probe_seed", "timing_sets", "error")
-        return {key: self.manifest.get(key) for key in keys}
+        return public_manifest(self.manifest)
 
 
 def compute_reference(task_module: Any, job: dict[str, Any]) -> ReferenceBundle:
