@@ -242,6 +242,11 @@ CUDA_FAST_MATH_FLAG = "--use_fast_math"
 COMPILE_WORKERS = max(1, (os.cpu_count() or 2) // 2)  # parallel compile children (each runs ninja/nvcc)
 COMPILE_BATCH_SIZE = 8  # candidates per shared build (header cost paid once per build)
 EVAL_POOL_SIZE = 1  # pre-started evaluation processes per GPU worker, beyond the one running
+# Evaluation workers per device: their children start, load, run checks and get judged side by side; each
+# timing window owns the device (builder/verify/device_gate.py). One on the CPU backend, whose checks would
+# compete with the compiles for the same cores.
+EVAL_WORKERS_PER_GPU = 4
+EVAL_WORKERS_CPU = 1
 BASELINE_TIMEOUT_S = 900.0
 # Parallel children that compile torch.compile baselines ahead of their measured run (CUDA builds).
 BASELINE_WARM_WORKERS = 4  # eager + torch.compile baselines of one task (inductor compiles inside)

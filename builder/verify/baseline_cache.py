@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from builder import config
 from builder.tasks import Task
 from builder.verify import environment, verdict
+from builder.verify.device_gate import Exclusive, device_gate
 from builder.verify.pool import build_job, read_result, run_child
 from builder.verify.sandbox import SandboxCancelled
 
@@ -110,8 +111,9 @@ class BaselineCache:
             try:
                 job = build_job(task, None, None, options, "baseline", scratch)
                 env, writable = self._compiler_cache()
-                result, outcome = run_child(job, scratch, options, config.BASELINE_TIMEOUT_S, env_extra=env,
-                                            writable=writable)  # fmt: skip
+                with Exclusive(device_gate(options.backend, options.device_index), "baseline"):  # it times
+                    result, outcome = run_child(job, scratch, options, config.BASELINE_TIMEOUT_S, env_extra=env,
+                                                writable=writable)  # fmt: skip
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
             if result is None or verdict.speedup(result.get("eager_ms"), 1.0) is None:

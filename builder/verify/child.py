@@ -112,18 +112,30 @@ def run_reference_job(job: dict[str, Any]) -> dict[str, Any]:
     return {"status": "correct", "flags": [], "error": None, "manifest": bundle.manifest}
 
 
-def _await_judgement(job: dict[str, Any]) -> bool:
-    """Wait for the parent's word on the checks' outputs: time the candidate only if they passed (the timing
-    budget is not spent on incorrect kernels). The parent's timeout bounds the wait."""
+def _await_word(path: str) -> str:
+    """The parent's word in `path`, once it is there (the parent's timeout bounds the wait)."""
     from builder import config
 
-    go_path = job.get("go_path")
-    if not go_path:
-        return True
-    go = Path(go_path)
-    while not go.exists():
+    word = Path(path)
+    while not word.exists():
         time.sleep(config.JUDGE_POLL_S)
-    return go.read_text().strip() == "time"
+    return word.read_text().strip()
+
+
+def _await_checks(job: dict[str, Any]) -> None:
+    """Say the task is loaded and wait until the parent grants the checks the device: they may share it with
+    other candidates' checks, never with another's timing window. Candidate code loads only after this."""
+    if not job.get("ready_path") or not job.get("checks_go_path"):
+        return
+    write_result(job["ready_path"], {"ready": True})
+    _await_word(job["checks_go_path"])
+
+
+def _await_judgement(job: dict[str, Any]) -> bool:
+    """Wait for the parent's word on the checks' outputs: time the candidate only if they passed (the timing
+    budget is not spent on incorrect kernels) and once the device is the window's alone."""
+    go_path = job.get("go_path")
+    return True if not go_path else _await_word(go_path) == "time"
 
 
 def run_evaluate(job: dict[str, Any]) -> dict[str, Any]:
@@ -140,6 +152,7 @@ def run_evaluate(job: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001
         return _failure("runtime_error", f"task failed to load: {exception_text(exc)}", "task")
     before = tamper.fingerprint(task_module)
+    _await_checks(job)
     try:
         binding = _load_binding(job)
     except SyntaxError as exc:

@@ -29,6 +29,7 @@ from builder.tasks import Task
 from builder.verify import batching, environment, verdict
 from builder.verify.baseline_cache import BaselineCache
 from builder.verify.compile import CompileResult, build_extension, default_cache_dir
+from builder.verify.device_gate import Exclusive, device_gate
 from builder.verify.evaluation import ReferenceCache, process_reference_cache, run_judged
 from builder.verify.pool import CHILD_MODULE, EvalPool, PooledChild, build_job, child_env, run_child
 from builder.verify.sandbox import resolve_isolation
@@ -58,6 +59,7 @@ class VerifyOptions:
     compile_workers: int = config.COMPILE_WORKERS
     batch_size: int = config.COMPILE_BATCH_SIZE
     prestart: int = config.EVAL_POOL_SIZE  # pre-started evaluation children per worker in stream()
+    eval_workers: int | None = None  # evaluation workers per device in stream(); None: config's for the backend
     child_module: str = CHILD_MODULE  # the untrusted-side entry point (tests point it at a fake)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -237,7 +239,8 @@ def _run_ncu(
         return {}
     report = scratch / "profile.ncu-rep"
     job = build_job(task, candidate, compiled, options, "ncu", scratch)
-    _, outcome = run_child(job, scratch, options, config.NCU_TIMEOUT_S, argv_prefix=ncu.ncu_argv(str(report)))
+    with Exclusive(device_gate(options.backend, options.device_index), "ncu"):  # replays disturb, and are disturbed
+        _, outcome = run_child(job, scratch, options, config.NCU_TIMEOUT_S, argv_prefix=ncu.ncu_argv(str(report)))
     return {
         "ncu_report_path": report,
         "ncu_timed_out": outcome.timed_out,
@@ -257,7 +260,7 @@ _DONE = object()
 
 
 class Verifier:
-    """Many candidates: a compile pool on the CPU cores pipelined with one evaluation worker per GPU."""
+    """Many candidates: a compile pool on the CPU cores pipelined with evaluation workers, several per GPU."""
 
     def __init__(self, options: VerifyOptions) -> None:
         self.options = options.with_seeds()  # one draw per build: every candidate sees the same trials
@@ -270,8 +273,15 @@ class Verifier:
                                timeout_s=o.compile_timeout_s, fast_math=o.fast_math,
                                device_index=o.device_index, isolation=o.isolation, cancel=cancel)  # fmt: skip
 
-    def _eval_workers(self) -> int:
+    def _devices(self) -> int:
         return max(1, environment.gpu_count()) if self.options.backend == "cuda" else 1
+
+    def _eval_workers(self) -> int:
+        """Workers per device: their children's start-up, checks and judging overlap, while each timing window
+        owns its device (device_gate)."""
+        default = config.EVAL_WORKERS_PER_GPU if self.options.backend == "cuda" else config.EVAL_WORKERS_CPU
+        per_device = self.options.eval_workers if self.options.eval_workers is not None else default
+        return self._devices() * max(1, per_device)
 
     def stream(self, pairs: Iterable[tuple[Candidate, Task]]) -> Iterator[KernelRecord]:
         """Yield one record per (candidate, task), in completion order."""
@@ -339,7 +349,8 @@ class Verifier:
 
         pools: list[EvalPool] = []
         threads = [threading.Thread(target=produce, daemon=True)]
-        threads += [threading.Thread(target=evaluate, args=(i,), daemon=True) for i in range(workers)]
+        devices = self._devices()
+        threads += [threading.Thread(target=evaluate, args=(i % devices,), daemon=True) for i in range(workers)]
         for thread in threads:
             thread.start()
         finished = 0

@@ -3,9 +3,11 @@
 1. `ReferenceCache.get` runs the clean reference child (mode "reference") once per task, seed set and
    tolerance; its output files stay in a directory private to the parent (never bound into a candidate's
    sandbox), and every candidate of the task is judged against them.
-2. `run_judged` runs the candidate's child (mode "evaluate"). It writes the candidate's outputs and waits;
-   a watcher thread here judges them at once (`judge.judge_checks`) and answers "time" or "stop", so the
-   timing budget is spent only on kernels that passed. After the child exits, the checks are judged with the
+2. `run_judged` runs the candidate's child (mode "evaluate"). Once it has loaded the task it says "ready" and
+   waits for its checks to be granted a shared hold on the device (`device_gate`); it writes the candidate's
+   outputs and waits again; a watcher thread here judges them at once (`judge.judge_checks`) and answers "time"
+   (once the device is owned for the window) or "stop", so the timing budget is spent only on kernels that
+   passed. After the child exits, the checks are judged with the
    child's own flags and the first output of each timed input set against its clean reference.
 
 No file written by a child is trusted: each is read as safetensors with a size bound, one output at a time.
@@ -27,9 +29,10 @@ from typing import TYPE_CHECKING, Any
 from builder import config
 from builder.tasks import Task
 from builder.verify import environment, judge, tensor_files
+from builder.verify.device_gate import DeviceGate, Shared, device_gate
 from builder.verify.pool import PooledChild, build_job, run_child
 from builder.verify.reference import public_manifest
-from builder.verify.sandbox import ChildOutcome
+from builder.verify.sandbox import ChildOutcome, SandboxedProcess
 
 if TYPE_CHECKING:
     from builder.verify.engine import VerifyOptions
@@ -124,7 +127,8 @@ def compute_clean_reference(task: Task, options: VerifyOptions, directory: Path)
     try:
         job = build_job(task, None, None, options, "reference", scratch)
         job["outputs_dir"] = str(directory)
-        result, outcome = run_child(job, scratch, options, config.REFERENCE_TIMEOUT_S, writable=[directory])
+        with Shared(device_gate(options.backend, options.device_index)):  # never beside a timing window
+            result, outcome = run_child(job, scratch, options, config.REFERENCE_TIMEOUT_S, writable=[directory])
         if result is None or not isinstance(result.get("manifest"), dict):
             if outcome.timed_out:
                 how = f"timed out after {config.REFERENCE_TIMEOUT_S:g} s"
@@ -147,22 +151,51 @@ def compute_clean_reference(task: Task, options: VerifyOptions, directory: Path)
 
 
 class _Watcher(threading.Thread):
-    """Judges the checks' outputs as soon as the child writes them, and tells the child whether to time."""
+    """Grants the child its checks on the shared device, judges their outputs as soon as they are written, and
+    tells the child whether to time, once it owns the device (`device_gate`)."""
 
-    def __init__(self, job: dict[str, Any], reference: CleanReference) -> None:
+    def __init__(self, job: dict[str, Any], reference: CleanReference, gate: DeviceGate) -> None:
         super().__init__(daemon=True, name="ka-judge")
-        self.job, self.reference = job, reference
+        self.job, self.reference, self.gate = job, reference, gate
         self.done = threading.Event()
         self.outputs: dict[str, Any] | None = None
         self.error: str | None = None
+        self.process: SandboxedProcess | None = None
+        self._shared = False
+
+    def attach(self, process: SandboxedProcess) -> None:
+        """The child started: it joins the device's members (stopped while another times) and is watched."""
+        self.process = process
+        self.gate.join(process)
+        self.start()
 
     def run(self) -> None:
         directory = Path(self.job["outputs_dir"])
-        while not self.done.is_set():
-            if tensor_files.is_complete(directory):
+        ready = Path(self.job["ready_path"])
+        while not self.done.is_set() and not ready.exists():
+            if tensor_files.is_complete(directory):  # it skipped the hand-shake: judged all the same
                 self._judge(directory)
                 return
             self.done.wait(config.JUDGE_POLL_S)
+        if self.done.is_set() or not self._granted(lambda: self.gate.acquire_shared(abort=self.done)):
+            return
+        self._shared = True
+        self._say("checks_go_path", "checks")
+        while not self.done.is_set():
+            if tensor_files.is_complete(directory):
+                self._release_shared()
+                self._judge(directory)
+                return
+            self.done.wait(config.JUDGE_POLL_S)
+
+    def _granted(self, acquire) -> bool:
+        """Wait for a hold on the device; the child's clock stands still meanwhile (it waits on us)."""
+        assert self.process is not None
+        self.process.hold_clock()
+        try:
+            return bool(acquire())
+        finally:
+            self.process.release_clock()
 
     def _judge(self, directory: Path) -> None:
         verdict = "stop"
@@ -175,9 +208,31 @@ class _Watcher(threading.Thread):
             self.error = str(exc)
         except Exception as exc:  # noqa: BLE001 - the child must never wait on a watcher that died
             self.error = f"judging failed: {type(exc).__name__}: {exc}"
-        go = Path(self.job["go_path"])
-        go.with_name(".go.tmp").write_text(verdict)
-        go.with_name(".go.tmp").replace(go)
+        if verdict == "time":
+            owns = self._granted(lambda: self.gate.acquire_exclusive(self.process, "timing", abort=self.done))
+            verdict = "time" if owns else "stop"
+        self._say("go_path", verdict)
+
+    def _say(self, key: str, word: str) -> None:
+        path = Path(self.job[key])
+        temporary = path.with_name(f".{path.name}.tmp")
+        temporary.write_text(word)
+        temporary.replace(path)
+
+    def _release_shared(self) -> None:
+        if self._shared:
+            self._shared = False
+            self.gate.release_shared()
+
+    def finish(self) -> None:
+        """The child has ended: stop watching, give back every hold, leave the members."""
+        self.done.set()
+        if self.ident is not None:
+            self.join()
+        self._release_shared()
+        if self.process is not None:
+            self.gate.release_exclusive(self.process)
+            self.gate.leave(self.process)
 
 
 def _tolerance(job: dict[str, Any]) -> tuple[float, float]:
@@ -192,13 +247,13 @@ def run_judged(job: dict[str, Any], scratch: Path, options: VerifyOptions, refer
     job["outputs_dir"] = str(scratch / "outputs")
     job["timing_outputs_dir"] = str(scratch / "timing_outputs")
     job["go_path"] = str(scratch / "go")
-    watcher = _Watcher(job, reference)
-    watcher.start()
+    job["ready_path"] = str(scratch / "ready")
+    job["checks_go_path"] = str(scratch / "checks_go")
+    watcher = _Watcher(job, reference, device_gate(options.backend, options.device_index))
     try:
-        result, outcome = run_child(job, scratch, options, options.timeout_s, pooled)
+        result, outcome = run_child(job, scratch, options, options.timeout_s, pooled, on_start=watcher.attach)
     finally:
-        watcher.done.set()
-        watcher.join()
+        watcher.finish()
     if result is None or result.get("status") not in ("correct", "runtime_error", "incorrect"):
         return result, outcome
     outputs = watcher.outputs

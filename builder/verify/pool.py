@@ -16,7 +16,7 @@ import sys
 import tempfile
 import threading
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -196,9 +196,10 @@ def run_child(job: dict[str, Any], scratch: Path, options: VerifyOptions, timeou
               pooled: PooledChild | None = None, argv_prefix: list[str] | None = None,
               env_extra: dict[str, str] | None = None, writable: list[Path] | None = None,
               cancel: threading.Event | None = None,
+              on_start: Callable[[SandboxedProcess], None] | None = None,
               ) -> tuple[dict[str, Any] | None, ChildOutcome]:  # fmt: skip
     """Write the job into the scratch dir, run the child (pooled or fresh), read its result (SandboxCancelled
-    once `cancel` is set)."""
+    once `cancel` is set). `on_start` gets the child's process before it reads the job."""
     job_path = scratch / "job.json"
     job_path.write_text(json.dumps(job))
     if pooled is not None and not pooled.process.alive():
@@ -208,6 +209,8 @@ def run_child(job: dict[str, Any], scratch: Path, options: VerifyOptions, timeou
         pooled = None
     if pooled is not None:
         pooled.process.restart_clock()
+        if on_start is not None:
+            on_start(pooled.process)
         pooled.process.send(str(job_path))
         outcome = pooled.process.wait(timeout_s, cancel)
     else:
@@ -221,5 +224,6 @@ def run_child(job: dict[str, Any], scratch: Path, options: VerifyOptions, timeou
             isolation=options.isolation,
             ro_binds=job_inputs(job),
             cancel=cancel,
+            on_start=on_start,
         )
     return read_result(Path(job["result_path"])), outcome

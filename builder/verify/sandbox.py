@@ -22,7 +22,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -150,8 +150,9 @@ def _tail(handle: IO[bytes], limit: int) -> str:
     return handle.read().decode("utf-8", errors="replace")
 
 
-def _sweep_marked(marker: str) -> int:
-    """Kill every process whose environment carries this run's marker (escaped setsid descendants)."""
+def _sweep_marked(marker: str, sig: int = signal.SIGKILL) -> int:
+    """Signal (kill, by default) every process whose environment carries this run's marker (escaped setsid
+    descendants)."""
     needle = f"{MARKER_ENV}={marker}".encode()
     killed = 0
     for proc in psutil.process_iter(["pid"]):
@@ -161,7 +162,7 @@ def _sweep_marked(marker: str) -> int:
             with open(f"/proc/{proc.pid}/environ", "rb") as fh:
                 if needle not in fh.read().split(b"\0"):
                     continue
-            proc.kill()
+            proc.send_signal(sig)
             killed += 1
         except (OSError, psutil.Error):
             continue
@@ -196,6 +197,10 @@ class SandboxedProcess:
         self._stdout = tempfile.TemporaryFile()
         self._stderr = tempfile.TemporaryFile()
         self.started = time.monotonic()
+        self._held_s = 0.0  # seconds stopped or waiting on the parent: not counted against the timeout
+        self._held_since: float | None = None
+        self._holds = 0
+        self._hold_lock = threading.Lock()
         self.proc = subprocess.Popen(
             command,
             cwd=self.scratch,
@@ -227,6 +232,47 @@ class SandboxedProcess:
     def restart_clock(self) -> None:
         """Count the timeout and wall time from now (a pre-started process idles before its job)."""
         self.started = time.monotonic()
+        self._held_s = 0.0
+
+    def hold_clock(self) -> None:
+        """Stop counting time against the timeout (the child waits on the parent, or is stopped) until the
+        matching `release_clock`; holds nest."""
+        with self._hold_lock:
+            if self._holds == 0:
+                self._held_since = time.monotonic()
+            self._holds += 1
+
+    def release_clock(self) -> None:
+        with self._hold_lock:
+            if self._holds == 0:
+                return
+            self._holds -= 1
+            if self._holds == 0 and self._held_since is not None:
+                self._held_s += time.monotonic() - self._held_since
+                self._held_since = None
+
+    def held_s(self) -> float:
+        with self._hold_lock:
+            ongoing = time.monotonic() - self._held_since if self._held_since is not None else 0.0
+            return self._held_s + ongoing
+
+    def pause(self) -> None:
+        """SIGSTOP the child's process group and every escaped descendant (another child owns the device)."""
+        self.hold_clock()
+        self._signal_all(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal_all(signal.SIGCONT)
+        self.release_clock()
+
+    def _signal_all(self, sig: int) -> None:
+        if not self.alive():
+            return
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        _sweep_marked(self.marker, sig)
 
     def kill(self) -> None:
         """SIGKILL the child's process group and every marked escapee; reap the child."""
@@ -244,11 +290,12 @@ class SandboxedProcess:
     def wait(self, timeout_s: float, cancel: threading.Event | None = None) -> ChildOutcome:
         """The child's outcome once it exits or `timeout_s` (from its start) passes; SandboxCancelled, the child
         killed, as soon as `cancel` is set."""
-        deadline = self.started + timeout_s
         timed_out = False
         while True:
+            # Time held (stopped, or waiting for the parent's word) moves the deadline: re-read it each slice.
+            deadline = self.started + timeout_s + self.held_s()
             remaining = max(0.0, deadline - time.monotonic())
-            slice_s = remaining if cancel is None else min(remaining, config.SANDBOX_CANCEL_POLL_S)
+            slice_s = min(remaining, config.SANDBOX_CANCEL_POLL_S)
             try:
                 self.proc.wait(timeout=slice_s)
                 break
@@ -258,7 +305,7 @@ class SandboxedProcess:
                     self._stdout.close()
                     self._stderr.close()
                     raise SandboxCancelled(f"stopped after {time.monotonic() - self.started:.1f} s") from None
-                if time.monotonic() >= deadline:
+                if time.monotonic() >= self.started + timeout_s + self.held_s():
                     timed_out = True
                     break
         wall_s = time.monotonic() - self.started
@@ -295,16 +342,19 @@ def run_sandboxed(
     isolation: str | None = None,
     ro_binds: Sequence[str | Path] = (),
     cancel: threading.Event | None = None,
+    on_start: Callable[[SandboxedProcess], None] | None = None,
 ) -> ChildOutcome:
     """Run argv sandboxed to completion or timeout; the whole process tree is gone when this returns.
 
     `extra_binds` are writable besides the scratch dir; `ro_binds` are inputs that must stay readable
     although they lie under /tmp (which is private under bwrap). Once `cancel` is set (before the start or
-    during the run) this raises SandboxCancelled instead."""
+    during the run) this raises SandboxCancelled instead. `on_start` is called with the started process."""
     if cancel is not None and cancel.is_set():
         raise SandboxCancelled("stopped before the start")
     child = SandboxedProcess(argv, scratch_dir, extra_binds, gpu, env_extra, isolation, ro_binds=ro_binds)
     try:
+        if on_start is not None:
+            on_start(child)
         return child.wait(timeout_s, cancel)
     except BaseException:
         child.kill()

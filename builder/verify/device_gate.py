@@ -1,0 +1,174 @@
+"""Who may use a device when (trusted parent side): checks share it, timing owns it.
+
+Several evaluation workers run on one device so that child start-up, loading, checks and judging overlap,
+but a timing window must see the device as if it were alone on it:
+
+- A candidate's checks run under the *shared* hold (any number at once); its timing window, a baseline's
+  measured run and an Nsight Compute run under the *exclusive* hold, which starts only once no checks are in
+  flight (their children synchronise before they write outputs, so none of their work is left queued) and
+  keeps new checks from starting until it ends. Waiting owners go first: a stream of checks cannot starve
+  timing.
+- The hand-shake is the children's courtesy; the enforcement is SIGSTOP. Every evaluation child of the device
+  is a *member* of its gate; while one owns the device, every other member is stopped (its process group and
+  any escaped descendant), so no other candidate's code, a thread it left running say, can launch work into
+  the window. Stopped time does not count against a child's timeout.
+
+The gate is per builder process: two builds on one machine do not see each other's gates.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class Pausable(Protocol):
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
+
+
+@dataclass
+class GateStats:
+    """Where a device's time went, for the throughput benchmark."""
+
+    owned_s: float = 0.0  # seconds held exclusively (timing windows, baselines, ncu)
+    owned_count: int = 0
+    shared_count: int = 0
+    owner_wait_s: float = 0.0  # seconds owners waited for checks in flight to end
+    pauses: int = 0  # members stopped for another's window
+    by_purpose: dict[str, float] = field(default_factory=dict)  # owned seconds per purpose
+
+
+class DeviceGate:
+    """A shared/exclusive hold on one device, with owners preferred, and the members to stop while owned."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._sharing = 0
+        self._owner: object | None = None
+        self._owners_waiting = 0
+        self._owned_since = 0.0
+        self._purpose = ""
+        self._members: set[Pausable] = set()
+        self._paused: list[Pausable] = []
+        self.stats = GateStats()
+
+    # -- membership: the processes stopped while another owns the device --------------------------------
+    def join(self, member: Pausable) -> None:
+        with self._cond:
+            self._members.add(member)
+            if self._owner is not None and self._owner is not member:
+                member.pause()  # started during a window: it waits, stopped, for the window's end
+                self._paused.append(member)
+
+    def leave(self, member: Pausable) -> None:
+        with self._cond:
+            self._members.discard(member)
+            if member in self._paused:
+                self._paused.remove(member)
+                member.resume()
+
+    # -- shared: checks --------------------------------------------------------------------------------
+    def acquire_shared(self, abort: threading.Event | None = None) -> bool:
+        """Hold the device shared; False (nothing held) when `abort` is set first."""
+        with self._cond:
+            while self._owner is not None or self._owners_waiting:
+                if abort is not None and abort.is_set():
+                    return False
+                self._cond.wait(0.05 if abort is not None else None)
+            self._sharing += 1
+            self.stats.shared_count += 1
+            return True
+
+    def release_shared(self) -> None:
+        with self._cond:
+            self._sharing -= 1
+            assert self._sharing >= 0, "shared hold released twice"
+            self._cond.notify_all()
+
+    # -- exclusive: timing, baselines, ncu ------------------------------------------------------------
+    def acquire_exclusive(self, holder: object, purpose: str = "timing", abort: threading.Event | None = None) -> bool:
+        """Own the device; every member but `holder` is stopped until `release_exclusive`. False (nothing
+        held) when `abort` is set first."""
+        waited = time.monotonic()
+        with self._cond:
+            self._owners_waiting += 1
+            try:
+                while self._owner is not None or self._sharing:
+                    if abort is not None and abort.is_set():
+                        return False
+                    self._cond.wait(0.05 if abort is not None else None)
+            finally:
+                self._owners_waiting -= 1
+            self._owner, self._purpose = holder, purpose
+            self._owned_since = time.monotonic()
+            self.stats.owner_wait_s += self._owned_since - waited
+            for member in self._members:
+                if member is not holder:
+                    member.pause()
+                    self._paused.append(member)
+            self.stats.pauses += len(self._paused)
+            return True
+
+    def release_exclusive(self, holder: object) -> None:
+        with self._cond:
+            if self._owner is not holder:
+                return
+            held = time.monotonic() - self._owned_since
+            self.stats.owned_s += held
+            self.stats.owned_count += 1
+            self.stats.by_purpose[self._purpose] = self.stats.by_purpose.get(self._purpose, 0.0) + held
+            for member in self._paused:
+                member.resume()
+            self._paused.clear()
+            self._owner = None
+            self._cond.notify_all()
+
+    def owner(self) -> object | None:
+        return self._owner
+
+
+class Exclusive:
+    """`with Exclusive(gate, "baseline"):` owns the device for a block (a trusted child: nobody to exempt)."""
+
+    def __init__(self, gate: DeviceGate | None, purpose: str) -> None:
+        self.gate, self.purpose = gate, purpose
+
+    def __enter__(self) -> Exclusive:
+        if self.gate is not None:
+            self.gate.acquire_exclusive(self, self.purpose)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.gate is not None:
+            self.gate.release_exclusive(self)
+
+
+class Shared:
+    """`with Shared(gate):` holds the device shared for a block (the clean reference child)."""
+
+    def __init__(self, gate: DeviceGate | None) -> None:
+        self.gate = gate
+
+    def __enter__(self) -> Shared:
+        if self.gate is not None:
+            self.gate.acquire_shared()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.gate is not None:
+            self.gate.release_shared()
+
+
+_gates: dict[tuple[str, int], DeviceGate] = {}
+_gates_lock = threading.Lock()
+
+
+def device_gate(backend: str, device_index: int = 0) -> DeviceGate:
+    """The process's gate of one device (the CPU backend has one: timing there owns the cores)."""
+    key = (backend, device_index if backend == "cuda" else 0)
+    with _gates_lock:
+        return _gates.setdefault(key, DeviceGate())

@@ -1,0 +1,138 @@
+"""The device gate: checks share a device, a timing window owns it and stops every other member."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+from builder.verify.device_gate import DeviceGate, Exclusive
+from builder.verify.sandbox import SandboxedProcess
+
+
+class Member:
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def pause(self) -> None:
+        self.events.append("pause")
+
+    def resume(self) -> None:
+        self.events.append("resume")
+
+
+def in_thread(target) -> threading.Thread:
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_checks_share_the_device_and_an_owner_waits_for_them():
+    gate = DeviceGate()
+    assert gate.acquire_shared() and gate.acquire_shared()
+    owned = threading.Event()
+    owner = object()
+    thread = in_thread(lambda: gate.acquire_exclusive(owner) and owned.set())
+    time.sleep(0.2)
+    assert not owned.is_set()  # two checks in flight
+    gate.release_shared()
+    time.sleep(0.1)
+    assert not owned.is_set()  # one still in flight
+    gate.release_shared()
+    thread.join(2)
+    assert owned.is_set() and gate.owner() is owner
+    gate.release_exclusive(owner)
+    assert gate.owner() is None and gate.stats.owned_count == 1
+
+
+def test_a_waiting_owner_goes_before_new_checks():
+    gate = DeviceGate()
+    gate.acquire_shared()
+    order: list[str] = []
+    owner = object()
+
+    def own() -> None:
+        gate.acquire_exclusive(owner)
+        order.append("owner")
+        time.sleep(0.1)
+        gate.release_exclusive(owner)
+
+    def check() -> None:
+        gate.acquire_shared()
+        order.append("check")
+        gate.release_shared()
+
+    owning = in_thread(own)
+    time.sleep(0.1)  # the owner now waits for the first check
+    checking = in_thread(check)
+    time.sleep(0.1)
+    assert order == []  # the new check waits behind the owner, not beside the first check
+    gate.release_shared()
+    owning.join(2)
+    checking.join(2)
+    assert order == ["owner", "check"]
+
+
+def test_owning_stops_every_other_member_until_released():
+    gate = DeviceGate()
+    timing, waiting, late = Member(), Member(), Member()
+    gate.join(timing)
+    gate.join(waiting)
+    with Exclusive(gate, "baseline"):  # a trusted owner: every member stops
+        assert timing.events == ["pause"] and waiting.events == ["pause"]
+    assert timing.events == waiting.events == ["pause", "resume"]
+    gate.acquire_exclusive(timing)
+    assert timing.events == ["pause", "resume"] and waiting.events[-1] == "pause"
+    gate.join(late)  # started during the window: stopped at once
+    assert late.events == ["pause"]
+    gate.leave(late)  # ended during the window: let go
+    assert late.events == ["pause", "resume"]
+    gate.release_exclusive(timing)
+    assert waiting.events == ["pause", "resume", "pause", "resume"] and late.events == ["pause", "resume"]
+    assert gate.stats.by_purpose.keys() == {"baseline", "timing"}
+
+
+def test_an_aborted_wait_holds_nothing():
+    gate = DeviceGate()
+    gate.acquire_shared()
+    abort = threading.Event()
+    abort.set()
+    assert gate.acquire_exclusive(object(), abort=abort) is False
+    gate.release_shared()
+    assert gate.acquire_shared(abort=abort)  # nothing was left holding or waiting
+    gate.release_shared()
+
+
+def test_a_stopped_child_makes_no_progress_and_its_stopped_time_is_not_its_timeout(tmp_path):
+    ticks = tmp_path / "ticks"
+    loop = f"import time\nwhile True:\n    open({str(ticks)!r}, 'a').write('.')\n    time.sleep(0.01)\n"
+    child = SandboxedProcess([sys.executable, "-c", loop], tmp_path / "scratch", gpu=False, isolation="process",
+                             extra_binds=[tmp_path])  # fmt: skip
+    try:
+        deadline = time.monotonic() + 10
+        while not ticks.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        child.pause()
+        time.sleep(0.2)  # a tick written just before the stop lands
+        stopped_at = ticks.stat().st_size
+        time.sleep(0.5)
+        assert ticks.stat().st_size == stopped_at
+        assert child.held_s() >= 0.5
+        child.resume()
+        time.sleep(0.3)
+        assert ticks.stat().st_size > stopped_at
+    finally:
+        child.kill()
+
+
+def test_time_held_moves_the_deadline(tmp_path):
+    child = SandboxedProcess([sys.executable, "-c", "import time; time.sleep(1.5)"], tmp_path, gpu=False,
+                             isolation="process")  # fmt: skip
+    child.hold_clock()  # the parent keeps the child waiting for 1 s of its 1.5 s
+    time.sleep(1.0)
+    child.release_clock()
+    outcome = child.wait(timeout_s=1.0)
+    assert not outcome.timed_out and outcome.returncode == 0
+    fresh = SandboxedProcess([sys.executable, "-c", "import time; time.sleep(1.5)"], tmp_path, gpu=False,
+                             isolation="process")  # fmt: skip
+    assert fresh.wait(timeout_s=1.0).timed_out  # the same run without the hold

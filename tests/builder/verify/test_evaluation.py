@@ -1,0 +1,83 @@
+"""Several evaluations on one device: checks side by side, each timing window alone (the trusted fake child of
+tests/fixtures/sandbox/fake_child.py keeps to the real child's device hand-shake and logs when it ran what)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from itertools import combinations
+from pathlib import Path
+
+import pytest
+
+from builder.tasks import load_suite
+from builder.verify.compile import CompileResult
+from builder.verify.device_gate import device_gate
+from builder.verify.engine import Verifier, VerifyOptions
+from builder.verify.evaluation import ReferenceCache, run_judged
+from builder.verify.pool import build_job
+from tests.builder.verify.test_engine import FAKE_CHILD, candidate, fake_children
+
+
+@pytest.fixture(scope="module")
+def task():
+    return load_suite().get("1/1")
+
+
+@pytest.fixture
+def options(tmp_path):
+    return VerifyOptions(backend="cpu", timeout_s=60, child_module=FAKE_CHILD, trials=3,
+                         baseline_cache_dir=tmp_path / "baselines", build_cache_dir=tmp_path / "builds").with_seeds()  # fmt: skip
+
+
+def judged(task, options, reference, directive, name):
+    scratch = Path(tempfile.mkdtemp(prefix="ka-eval-"))
+    try:
+        job = build_job(task, candidate(task, directive, name), CompileResult(ok=True), options, "evaluate", scratch)
+        result, outcome = run_judged(job, scratch, options, reference)
+        assert result is not None, outcome.stderr_tail
+        return result
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def overlaps(a, b) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def test_checks_run_side_by_side_and_no_window_shares_the_device(task, options):
+    reference = ReferenceCache().get(task, options)
+    directives = [{"checks_s": 1.5, "window_s": 0.4}] * 3 + [{"checks_s": 1.5, "wrong_output": True}]
+    stats = device_gate("cpu").stats
+    owned_before = stats.owned_count
+    with ThreadPoolExecutor(len(directives)) as pool:
+        futures = [pool.submit(judged, task, options, reference, d, f"k{i}") for i, d in enumerate(directives)]
+        results = [f.result() for f in futures]
+    logs = [r["gate_log"] for r in results]
+    assert [r["status"] for r in results] == ["correct"] * 3 + ["incorrect"]
+    assert "window" not in logs[3]  # the incorrect one was never timed
+    windows = [log["window"] for log in logs if "window" in log]
+    assert len(windows) == 3
+    for window in windows:  # a window shares the device with no check and no other window
+        assert not any(overlaps(window, log["checks"]) for log in logs)
+        assert sum(overlaps(window, other) for other in windows) == 1  # itself
+    assert stats.owned_count - owned_before == 3
+    assert any(overlaps(a["checks"], b["checks"]) for a, b in combinations(logs, 2))  # checks did run together
+
+
+def test_a_crashing_neighbour_changes_no_verdict(task, options):
+    """Verdicts of a stream with several workers per device do not depend on what ran beside them: every pair
+    gets one record, the one it gets alone, whatever crashed, hung or failed next to it."""
+    designs = {"ok0": {"checks_s": 0.2}, "bad": {"wrong_output": True}, "seg": {"do": "segfault"},
+               "hang": {"do": "hang"}, "ok1": {"window_s": 0.2}, "claims": {"status": "incorrect", "max_diff": 1.0},
+               "ok2": {}, "garbage": {"do": "garbage"}}  # fmt: skip
+    expected = {"ok0": "correct", "bad": "incorrect", "seg": "crash", "hang": "timeout", "ok1": "correct",
+                "claims": "incorrect", "ok2": "correct", "garbage": "crash"}  # fmt: skip
+    verifier = Verifier(replace(options, eval_workers=3, timeout_s=6))
+    pairs = [(candidate(task, design, name), task) for name, design in designs.items()]
+    records = list(verifier.stream(pairs))
+    assert sorted(r.kernel_name for r in records) == sorted(designs)  # none lost, none twice
+    assert {r.kernel_name: r.status for r in records} == expected
+    assert fake_children() == []
