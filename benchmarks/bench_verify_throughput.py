@@ -1,11 +1,13 @@
-"""Verification throughput: compile core-seconds per kernel, evaluation start-up cost, device seconds per
-kernel and verified kernels/hour through `Verifier.stream`.
+"""Verification throughput: verified kernels/hour through `Verifier.stream` (the engine `kernel-archive build`
+runs), with where the time went: compile core-seconds, GPU-busy and GPU-idle seconds and timing windows per
+kernel, clean reference and baseline seconds per task, child start-up.
 
 Runs the CUDA backend when a GPU is visible, else the CPU backend (slow: a CPU torch extension build
 takes tens of seconds here). Distinct kernels are made from the bundled corpus by appending a
 variant comment (a new source is a new kernel: no compile-cache hits). Prints figures and the machine.
 
-    python benchmarks/bench_verify_throughput.py [--kernels N] [--backend cuda|cpu]
+    python benchmarks/bench_verify_throughput.py [--kernels N] [--tasks N] [--backend cuda|cpu]
+                                                 [--eval-workers 1,4] [--skip startup,compile]
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ import argparse
 import os
 import platform
 import secrets
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -28,24 +33,37 @@ from builder.candidates import Candidate  # noqa: E402
 from builder.tasks import load_suite  # noqa: E402
 from builder.verify import batching, environment  # noqa: E402
 from builder.verify.compile import CompileResult, build_extension  # noqa: E402
+from builder.verify.device_gate import device_gate  # noqa: E402
 from builder.verify.engine import Verifier, VerifyOptions  # noqa: E402
 from builder.verify.pool import EvalPool, build_job, child_env, run_child  # noqa: E402
 from builder.verify.sandbox import resolve_isolation  # noqa: E402
 
 
-def corpus(backend: str, count: int) -> list[tuple[Candidate, object]]:
-    """`count` distinct candidates of tasks that have bundled kernels for this backend."""
+def corpus(backend: str, count: int, task_count: int = 16) -> list[tuple[Candidate, object]]:
+    """`count` distinct candidates spread evenly over `task_count` tasks taken in turn from every level that
+    has bundled kernels for this backend (a task's bundled files repeat, each copy a new kernel)."""
     suite = load_suite()
     suffix = ".cu" if backend == "cuda" else ".cpp"
-    files = sorted((config.CANDIDATES_DIR / backend).glob(f"level*/*/*{suffix}"))
-    if not files:
+    by_task: dict[tuple[int, int], list[Path]] = {}
+    for path in sorted((config.CANDIDATES_DIR / backend).glob(f"level*/*/*{suffix}")):
+        key = (int(path.parts[-3].removeprefix("level")), int(path.parent.name.split("_", 1)[0]))
+        by_task.setdefault(key, []).append(path)
+    if not by_task:
         raise SystemExit(f"no bundled {backend} candidates under {config.CANDIDATES_DIR / backend}")
+    levels = sorted({level for level, _ in by_task})
+    queues = {level: sorted(key for key in by_task if key[0] == level) for level in levels}
+    chosen: list[tuple[int, int]] = []
+    while len(chosen) < task_count and any(queues.values()):  # level 1, 2, 3, 1, 2, 3, ...
+        for level in levels:
+            if queues[level] and len(chosen) < task_count:
+                chosen.append(queues[level].pop(0))
     tag = secrets.token_hex(4)  # a fresh tag per run: nothing is served from an earlier run's cache
     pairs = []
     for index in range(count):
-        path = files[index % len(files)]
-        level, number = int(path.parts[-3].removeprefix("level")), int(path.parent.name.split("_", 1)[0])
-        task = suite.get(f"{level}/{number}")
+        key = chosen[index % len(chosen)]
+        files = by_task[key]
+        path = files[(index // len(chosen)) % len(files)]
+        task = suite.get(f"{key[0]}/{key[1]}")
         source = path.read_text() + f"\n// benchmark variant {tag}-{index}\n"
         pairs.append((Candidate(task_id=task.id, source=source, language="cuda" if backend == "cuda" else "cpp",
                                 kernel_name=f"{path.stem}-{index}", generator="bundled"), task))  # fmt: skip
@@ -98,45 +116,116 @@ def measure_startup(pairs, options: VerifyOptions) -> dict[str, float]:
             "start-up cost s (fresh - pre-started)": fresh.wall_s - warm.wall_s}  # fmt: skip
 
 
-def measure_stream(pairs, options: VerifyOptions) -> dict[str, float]:
+class CountingVerifier(Verifier):
+    """The engine as it is, counting the compile CPU time its builds report."""
+
+    def __init__(self, options: VerifyOptions) -> None:
+        super().__init__(options)
+        self.builds: dict[str, float] = {}
+
+    def _build(self, source, language, cancel=None):
+        result = super()._build(source, language, cancel)
+        if result is not None and result.cache_key:
+            self.builds[result.cache_key] = result.cpu_s or 0.0
+        return result
+
+
+class GpuSampler(threading.Thread):
+    """nvidia-smi's utilisation every 200 ms: busy seconds = sum(utilisation x interval)."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.busy_s = 0.0
+        self.process = None
+
+    def run(self) -> None:
+        if shutil.which("nvidia-smi") is None:
+            return
+        command = ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-lms", "200"]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        for line in self.process.stdout:
+            values = [float(v) for v in line.split(",") if v.strip().replace(".", "").isdigit()]
+            self.busy_s += (values[0] if values else 0.0) / 100 * 0.2
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+
+
+def measure_stream(pairs, options: VerifyOptions, label: str) -> dict[str, float]:
+    gate = device_gate(options.backend, options.device_index)
+    before = replace(gate.stats, by_purpose=dict(gate.stats.by_purpose))
+    verifier = CountingVerifier(options)
+    sampler = GpuSampler()
+    sampler.start()
     started = time.monotonic()
-    records = []
-    for record in Verifier(options).stream(pairs):
+    records, first = [], None
+    for record in verifier.stream(pairs):
         records.append(record)
+        first = first if first is not None else time.monotonic() - started
         # A line per record: a run cut short still shows the rate it was reaching.
         print(f"  [{time.monotonic() - started:7.1f} s] {len(records):3d} {record.status}", flush=True)
     wall = time.monotonic() - started
-    eval_s = [r.eval_s for r in records if r.eval_s is not None]
+    sampler.stop()
+    n = max(1, len(records))
+    tasks = max(1, len({r.task_id for r in records}))
     statuses: dict[str, int] = {}
     for record in records:
         statuses[record.status] = statuses.get(record.status, 0) + 1
-    print("  stream statuses:", statuses)
-    return {"stream: kernels": len(records), "stream: wall s": wall,
-            "device s/kernel (mean eval_s)": statistics.mean(eval_s) if eval_s else float("nan"),
-            "verified kernels/hour": len(records) / wall * 3600}  # fmt: skip
+    print(f"  {label} statuses:", statuses)
+    owned = {k: v - before.by_purpose.get(k, 0.0) for k, v in gate.stats.by_purpose.items()}
+    eval_s = [r.eval_s for r in records if r.eval_s is not None]
+    busy = sampler.busy_s if sampler.process is not None else float("nan")
+    return {f"{label}: kernels": len(records), f"{label}: tasks": tasks, f"{label}: wall s": wall,
+            f"{label}: first record after s": first or float("nan"),
+            f"{label}: VERIFIED KERNELS/HOUR": len(records) / wall * 3600,
+            f"{label}: compile core-s/kernel": sum(verifier.builds.values()) / n,
+            f"{label}: GPU-busy s/kernel": busy / n, f"{label}: GPU-idle s/kernel": (wall - busy) / n,
+            f"{label}: evaluation child wall s/kernel (mean)": statistics.mean(eval_s) if eval_s else float("nan"),
+            f"{label}: timing windows s/kernel": owned.get("timing", 0.0) / n,
+            f"{label}: owners waiting for checks s/kernel": (gate.stats.owner_wait_s - before.owner_wait_s) / n,
+            f"{label}: clean reference s/task": verifier.references.compute_s / tasks,
+            f"{label}: measured baselines s/task": owned.get("baseline", 0.0) / tasks,
+            f"{label}: wall s/kernel not in a timing window or baseline":
+                (wall - owned.get("timing", 0.0) - owned.get("baseline", 0.0)) / n}  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kernels", type=int, default=None, help="distinct kernels (default 48 cuda / 4 cpu)")
+    parser.add_argument("--kernels", type=int, default=None, help="distinct kernels (default 96 cuda / 4 cpu)")
+    parser.add_argument("--tasks", type=int, default=16, help="tasks they are spread over, all levels (default 16)")
     parser.add_argument("--backend", choices=("cuda", "cpu"), default=None)
+    parser.add_argument("--eval-workers", default=None,
+                        help="evaluation workers per device to compare, e.g. 1,4 (default: the config's)")  # fmt: skip
+    parser.add_argument("--skip", default="", help="stages to skip: startup,compile")
     args = parser.parse_args()
     backend = args.backend or ("cuda" if environment.gpu_count() else "cpu")
-    count = args.kernels or (48 if backend == "cuda" else 4)
-    work = Path(tempfile.mkdtemp(prefix="ka-bench-"))
-    options = VerifyOptions(backend=backend, build_cache_dir=work / "builds", baseline_cache_dir=work / "baselines",
-                            trials=config.DEFAULT_TRIALS)  # fmt: skip
+    count = args.kernels or (96 if backend == "cuda" else 4)
+    try:
+        settings = [int(v) for v in args.eval_workers.split(",")] if args.eval_workers else [None]
+    except ValueError:
+        parser.error(f"--eval-workers: a comma-separated list of integers, not {args.eval_workers!r}")
     env = environment.environment_fields(backend)
     print(f"machine: {platform.node()} {os.cpu_count()} cores, {env['gpu_name']}, torch {env['torch_version']}, "
           f"cuda {env['cuda_version']}, nvcc {env['nvcc_version']}, isolation {resolve_isolation()}")  # fmt: skip
-    print(f"backend {backend}, {count} kernels, compile workers {options.compile_workers}, "
-          f"batch size {options.batch_size}")  # fmt: skip
-    pairs = corpus(backend, count)
-    # Each stage prints as it ends: a run cut short by a device time limit still reports what it measured.
-    # The headline figure first: kernels/hour through the whole engine.
-    show(measure_stream(corpus(backend, count), options))
-    show(measure_startup(pairs, options))
-    show(measure_compile(pairs[: min(len(pairs), options.batch_size)], options))
+    # Each stage prints as it ends: a run cut short by a time limit still reports what it measured.
+    # The headline figure first: kernels/hour through the whole engine, cold caches for every setting.
+    for workers in settings:
+        work = Path(tempfile.mkdtemp(prefix="ka-bench-"))
+        options = VerifyOptions(backend=backend, build_cache_dir=work / "builds", baseline_cache_dir=work / "baselines",
+                                trials=config.DEFAULT_TRIALS, eval_workers=workers)  # fmt: skip
+        pairs = corpus(backend, count, args.tasks)
+        label = f"eval workers/device {workers or 'default'}"
+        print(f"{label}: {count} kernels over {len({t.id for _, t in pairs})} tasks, compile workers "
+              f"{options.compile_workers}, batch size {options.batch_size}", flush=True)  # fmt: skip
+        show(measure_stream(pairs, options, label))
+    options = VerifyOptions(backend=backend, trials=config.DEFAULT_TRIALS,
+                            build_cache_dir=Path(tempfile.mkdtemp(prefix="ka-bench-builds-")))  # fmt: skip
+    pairs = corpus(backend, max(options.batch_size, 1), args.tasks)
+    if "startup" not in args.skip:
+        show(measure_startup(pairs, options))
+    if "compile" not in args.skip:
+        show(measure_compile(pairs[: options.batch_size], options))
 
 
 def show(figures: dict[str, float]) -> None:

@@ -70,6 +70,7 @@ class ReferenceCache:
         self._locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
         self.computed = 0
+        self.compute_s = 0.0  # wall seconds of the reference children run so far
 
     @staticmethod
     def key(task: Task, options: VerifyOptions) -> str:
@@ -94,6 +95,7 @@ class ReferenceCache:
             weakref.finalize(reference, shutil.rmtree, str(directory), True)  # the files live as long as it does
             reference.owner = self
             self.computed += 1
+            self.compute_s += reference.compute_s
             with self._lock:
                 self._entries[key] = reference
                 while len(self._entries) > self.capacity:
