@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from builder import config
+from builder import config, pyast
 from builder.errors import TaskError, UsageError
 
 TASK_FILE = re.compile(r"^(\d+)_(\w+)\.py$")
@@ -60,7 +60,7 @@ class Task:
         if not self.has_functional:
             return None
         text = self.source
-        for node in ast.parse(text).body:
+        for node in pyast.parse(text).body:
             if isinstance(node, ast.FunctionDef) and node.name == "module_fn":
                 return ast.get_source_segment(text, node)
         return None
@@ -132,7 +132,7 @@ def is_functional_program(text: str) -> bool:
     """True when `text` is a whole task program in the functional form (Model, get_inputs, get_init_inputs,
     module_fn, and Model.forward taking fn)."""
     try:
-        tree = ast.parse(text)
+        tree = pyast.parse(text)
     except (SyntaxError, ValueError):
         return False
     defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
@@ -147,7 +147,7 @@ def describe_task_file(path: Path, level: int | None = None, number: int | None 
     match = TASK_FILE.match(path.name)
     try:
         text = path.read_text()
-        tree = ast.parse(text, filename=str(path))
+        tree = pyast.parse(text, filename=str(path))
     except (OSError, UnicodeDecodeError) as exc:
         raise TaskError(f"{path}: unreadable ({exc})") from None
     except SyntaxError as exc:

@@ -1,8 +1,9 @@
 """Eager and torch.compile baselines, measured once per task per build (trusted parent side).
 
 The measurement runs in a sandboxed child (mode "baseline", builder/verify/baselines.py); results are cached as
-JSON per (task source, backend, device, torch version, size). CUDA builds also pre-compile each task's
-torch.compile baseline in parallel children so the measured run finds inductor's caches warm.
+JSON per (task source, backend, device, torch version, size). A build starts each task's measurement as soon
+as the task is seen (`prewarm`, parallel children): the child's set-up and torch.compile's build overlap the
+rest of the build, and only its timing owns the device.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from builder import config
 from builder.tasks import Task
 from builder.verify import environment, verdict
-from builder.verify.device_gate import Exclusive, device_gate
+from builder.verify.device_gate import DeviceTurn, device_gate
 from builder.verify.pool import build_job, read_result, run_child
 from builder.verify.sandbox import SandboxCancelled
 
@@ -42,6 +43,7 @@ class BaselineCache:
         self._failed: set[str] = set()  # keys whose baseline failed in this build: not retried per candidate
         self._warming: dict[str, Future] = {}
         self._refreshed: set[str] = set()  # keys measured again in this build
+        self._key_locks: dict[str, threading.Lock] = {}
 
     def _compiler_cache(self) -> tuple[dict[str, str], list[Path]]:
         """inductor/triton caches shared by this build's baseline children (reference code only: candidate
@@ -55,30 +57,21 @@ class BaselineCache:
     def prewarm(
         self, task: Task, options: VerifyOptions, executor: ThreadPoolExecutor, cancel: threading.Event | None = None
     ) -> None:
-        """Compile the task's torch.compile baseline in a parallel child (no timing), so that the measured
-        baseline, run later on the evaluation worker, finds inductor's caches warm. The serial
-        torch.compile cost per task otherwise dominates a GPU build."""
-        if options.backend != "cuda":
-            return
+        """Measure the task's baseline now, in a parallel child, rather than when its first correct kernel asks
+        (its torch.compile build then overlaps compiles and evaluations; only its timing owns the device)."""
         key = self.key(task, options)
         with self._lock:
             if key in self._warming or (self.directory / f"{key}.json").exists():
                 return
-            self._warming[key] = executor.submit(self._warm, task, options, cancel)
+            self._warming[key] = executor.submit(self._measure_early, task, options, cancel)
 
-    def _warm(self, task: Task, options: VerifyOptions, cancel: threading.Event | None = None) -> None:
-        scratch = Path(tempfile.mkdtemp(prefix="ka-warm-"))
+    def _measure_early(self, task: Task, options: VerifyOptions, cancel: threading.Event | None) -> None:
         try:
-            job = build_job(task, None, None, options, "baseline", scratch)
-            job["warm_only"] = True
-            env, writable = self._compiler_cache()
-            run_child(job, scratch, options, config.BASELINE_TIMEOUT_S, env_extra=env, writable=writable, cancel=cancel)
+            self._measure(task, options, cancel=cancel)
         except SandboxCancelled:
-            pass  # the build is stopping; the measured run (a later build) warms it again
-        except Exception as exc:  # noqa: BLE001 - warming is an optimisation; the measured run reports failures
-            log.warning("baseline warm-up of task %s failed: %s", task.id, exc)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            pass  # the build is stopping; a later build measures it
+        except Exception as exc:  # noqa: BLE001 - an early start is an optimisation; get() reports failures
+            log.warning("baseline of task %s, measured early, failed: %s", task.id, exc)
 
     def key(self, task: Task, options: VerifyOptions) -> str:
         env = environment.environment_fields(options.backend, options.device_index)
@@ -87,19 +80,26 @@ class BaselineCache:
         return f"{task.level}_{task.number}_{hashlib.sha256(material.encode()).hexdigest()[:24]}"
 
     def get(self, task: Task, options: VerifyOptions, refresh: bool = False) -> dict[str, Any] | None:
-        """The task's baseline, measured on first use. `refresh`: measure again, once per task per build (an
-        evaluation found the machine's eager speed moved away from the cached figure)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        key = self.key(task, options)
-        path = self.directory / f"{key}.json"
-        warming = self._warming.get(key)
+        """The task's baseline, measured on first use (or by `prewarm`). `refresh`: measure again, once per task
+        per build (an evaluation found the machine's eager speed moved away from the cached figure)."""
+        warming = self._warming.get(self.key(task, options))
         if warming is not None:
             try:
                 warming.result()
             except CancelledError:
                 pass
-        # Thread lock for the workers of one Verifier, file lock for parallel builder processes.
-        with self._lock, open(self.directory / f"{key}.lock", "w") as lock:
+        return self._measure(task, options, refresh=refresh)
+
+    def _measure(self, task: Task, options: VerifyOptions, refresh: bool = False,
+                 cancel: threading.Event | None = None) -> dict[str, Any] | None:  # fmt: skip
+        self.directory.mkdir(parents=True, exist_ok=True)
+        key = self.key(task, options)
+        path = self.directory / f"{key}.json"
+        with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        # A thread lock per task for the workers of one Verifier (tasks measure side by side), a file lock for
+        # parallel builder processes.
+        with key_lock, open(self.directory / f"{key}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             cached = read_result(path)
             if refresh and key not in self._refreshed:
@@ -110,10 +110,16 @@ class BaselineCache:
             scratch = Path(tempfile.mkdtemp(prefix="ka-baseline-"))
             try:
                 job = build_job(task, None, None, options, "baseline", scratch)
+                job["ready_path"], job["go_path"] = str(scratch / "ready"), str(scratch / "go")
                 env, writable = self._compiler_cache()
-                with Exclusive(device_gate(options.backend, options.device_index), "baseline"):  # it times
+                # Set-up and torch.compile's build run beside everything else; the timing owns the device.
+                turn = DeviceTurn(device_gate(options.backend, options.device_index), Path(job["ready_path"]),
+                                  Path(job["go_path"]), "baseline")  # fmt: skip
+                try:
                     result, outcome = run_child(job, scratch, options, config.BASELINE_TIMEOUT_S, env_extra=env,
-                                                writable=writable)  # fmt: skip
+                                                writable=writable, cancel=cancel, on_start=turn.attach)  # fmt: skip
+                finally:
+                    turn.finish()
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
             if result is None or verdict.speedup(result.get("eager_ms"), 1.0) is None:

@@ -112,7 +112,7 @@ def run_reference_job(job: dict[str, Any]) -> dict[str, Any]:
     return {"status": "correct", "flags": [], "error": None, "manifest": bundle.manifest}
 
 
-def _await_word(path: str) -> str:
+def await_word(path: str) -> str:
     """The parent's word in `path`, once it is there (the parent's timeout bounds the wait)."""
     from builder import config
 
@@ -128,14 +128,14 @@ def _await_checks(job: dict[str, Any]) -> None:
     if not job.get("ready_path") or not job.get("checks_go_path"):
         return
     write_result(job["ready_path"], {"ready": True})
-    _await_word(job["checks_go_path"])
+    await_word(job["checks_go_path"])
 
 
 def _await_judgement(job: dict[str, Any]) -> bool:
     """Wait for the parent's word on the checks' outputs: time the candidate only if they passed (the timing
     budget is not spent on incorrect kernels) and once the device is the window's alone."""
     go_path = job.get("go_path")
-    return True if not go_path else _await_word(go_path) == "time"
+    return True if not go_path else await_word(go_path) == "time"
 
 
 def run_evaluate(job: dict[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,11 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from builder.verify.sandbox import SandboxedProcess
 
 
 class Pausable(Protocol):
@@ -145,6 +149,42 @@ class Exclusive:
     def __exit__(self, *exc: object) -> None:
         if self.gate is not None:
             self.gate.release_exclusive(self)
+
+
+class DeviceTurn(threading.Thread):
+    """A trusted child's turn to own the device: once it writes `ready` (its set-up done), own the device and
+    write `go`; `finish` gives it back. The child's clock stands still while it waits for the turn."""
+
+    def __init__(self, gate: DeviceGate, ready: Path, go: Path, purpose: str) -> None:
+        super().__init__(daemon=True, name=f"ka-turn-{purpose}")
+        self.gate, self.ready, self.go, self.purpose = gate, ready, go, purpose
+        self.done = threading.Event()
+        self.process: SandboxedProcess | None = None
+
+    def attach(self, process: SandboxedProcess) -> None:
+        self.process = process
+        self.start()
+
+    def run(self) -> None:
+        while not self.ready.exists():
+            if self.done.wait(0.01):
+                return
+        assert self.process is not None
+        self.process.hold_clock()
+        try:
+            owns = self.gate.acquire_exclusive(self, self.purpose, abort=self.done)
+        finally:
+            self.process.release_clock()
+        if owns:
+            temporary = self.go.with_name(f".{self.go.name}.tmp")
+            temporary.write_text("time")
+            temporary.replace(self.go)
+
+    def finish(self) -> None:
+        self.done.set()
+        if self.ident is not None:
+            self.join()
+        self.gate.release_exclusive(self)
 
 
 class Shared:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import ast
 import re
 
+from builder import pyast
+
 _CPP_TOKENS = re.compile(
     r"""
       (?P<line_comment>//[^\n]*)
@@ -128,7 +130,7 @@ def _dotted(node: ast.AST) -> str:
 
 def _scan_python(source: str) -> set[str]:
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError:
         return set()  # the child reports the syntax error as compile_error
     flags: set[str] = set()

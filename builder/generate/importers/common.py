@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import ast
 import math
 import re
 from typing import Any
+
+from builder import pyast
 
 # Any of these marks CUDA source; plain C++ extension code has none of them.
 CUDA_MARKERS = re.compile(r"__global__|__device__|<<<|#include\s*<cuda|#include\s*<ATen/cuda|c10/cuda|\bcuda[A-Z]\w*\(")
@@ -20,7 +21,7 @@ def detect_language(source: str) -> str:
 
 def _is_python(source: str) -> bool:
     try:
-        ast.parse(source)
+        pyast.parse(source)
     except (SyntaxError, ValueError):
         return False
     return True
