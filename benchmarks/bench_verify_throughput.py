@@ -13,6 +13,8 @@ variant comment (a new source is a new kernel: no compile-cache hits). Prints fi
 from __future__ import annotations
 
 import argparse
+import json
+import logging
 import os
 import platform
 import secrets
@@ -130,6 +132,25 @@ class CountingVerifier(Verifier):
         return result
 
 
+class PhaseLog(logging.Handler):
+    """Collects the evaluation children's `phase_s` (the engine logs them at DEBUG)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.phases: list[dict[str, float]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith("evaluation phases of"):
+            try:
+                self.phases.append(json.loads(record.getMessage().split(": ", 1)[1]) or {})
+            except ValueError:
+                pass
+
+    def means(self) -> dict[str, float]:
+        names = dict.fromkeys(name for phases in self.phases for name in phases)
+        return {name: statistics.mean(p.get(name, 0.0) for p in self.phases) for name in names}
+
+
 class GpuSampler(threading.Thread):
     """nvidia-smi's utilisation every 200 ms: busy seconds = sum(utilisation x interval)."""
 
@@ -156,6 +177,10 @@ def measure_stream(pairs, options: VerifyOptions, label: str) -> dict[str, float
     gate = device_gate(options.backend, options.device_index)
     before = replace(gate.stats, by_purpose=dict(gate.stats.by_purpose))
     verifier = CountingVerifier(options)
+    phase_log = PhaseLog()
+    engine_log = logging.getLogger("builder.verify.engine")
+    engine_log.addHandler(phase_log)
+    engine_log.setLevel(logging.DEBUG)
     sampler = GpuSampler()
     sampler.start()
     started = time.monotonic()
@@ -167,6 +192,9 @@ def measure_stream(pairs, options: VerifyOptions, label: str) -> dict[str, float
         print(f"  [{time.monotonic() - started:7.1f} s] {len(records):3d} {record.status}", flush=True)
     wall = time.monotonic() - started
     sampler.stop()
+    engine_log.removeHandler(phase_log)
+    for name, seconds in phase_log.means().items():
+        print(f"  {label}: child phase {name:36s} {seconds:8.3f} s (mean of {len(phase_log.phases)})")
     n = max(1, len(records))
     tasks = max(1, len({r.task_id for r in records}))
     statuses: dict[str, int] = {}

@@ -138,7 +138,27 @@ def _await_judgement(job: dict[str, Any]) -> bool:
     return True if not go_path else await_word(go_path) == "time"
 
 
+class _Phases:
+    """Seconds per phase of an evaluation (`phase_s` in the result: where a child's time goes)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def done(self, name: str) -> None:
+        now = time.perf_counter()
+        self.seconds[name] = round(now - self._last, 4)
+        self._last = now
+
+
 def run_evaluate(job: dict[str, Any]) -> dict[str, Any]:
+    phases = _Phases()
+    result = _evaluate(job, phases)
+    result["phase_s"] = phases.seconds
+    return result
+
+
+def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
     from builder.verify import tamper, tensor_files
     from builder.verify.checks import exception_text, run_candidate_side
     from builder.verify.timing import time_candidate
@@ -152,23 +172,34 @@ def run_evaluate(job: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001
         return _failure("runtime_error", f"task failed to load: {exception_text(exc)}", "task")
     before = tamper.fingerprint(task_module)
+    phases.done("load_task_and_fingerprint")
     _await_checks(job)
+    phases.done("wait_for_checks")
     try:
         binding = _load_binding(job)
     except SyntaxError as exc:
         return _failure("compile_error", f"candidate does not parse: {exception_text(exc)}", "candidate")
     except Exception as exc:  # noqa: BLE001 - untrusted module code runs on import
         return _failure("runtime_error", f"candidate failed to load: {exception_text(exc)}", "candidate")
+    phases.done("load_candidate")
     run = run_candidate_side(binding, task_module, job, manifest)
+    phases.done("checks")
     if changed := tamper.changes(before, tamper.fingerprint(task_module)):
         run.flag("tampers_reference", "; ".join(changed))
+    phases.done("fingerprint_after")
     tensor_files.write_dir(job["outputs_dir"], run.outputs)
+    phases.done("write_outputs")
     result = run.result()
-    if result["status"] != "correct" or set(result["flags"]) & disqualifying_flags() or not _await_judgement(job):
+    if result["status"] != "correct" or set(result["flags"]) & disqualifying_flags():
+        return result
+    timing_granted = _await_judgement(job)
+    phases.done("wait_for_judgement_and_device")
+    if not timing_granted:
         return result
     device = "cuda" if job.get("backend") == "cuda" else "cpu"
     try:
         timed = time_candidate(binding, task_module, job, device)
+        phases.done("timing")
     except Exception as exc:  # noqa: BLE001 - the candidate raised while being timed
         result.update(status="runtime_error", error=f"while timing: {exception_text(exc)}", error_origin="candidate")
         return result
@@ -180,6 +211,7 @@ def run_evaluate(job: dict[str, Any]) -> dict[str, Any]:
         result["flags"] = sorted({*result["flags"], "tampers_reference"})
         result["flag_notes"].setdefault("tampers_reference", "while timing: " + "; ".join(changed))
     result.update(timed)
+    phases.done("write_timed_outputs_and_fingerprint")
     return result
 
 
@@ -238,9 +270,11 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
 def _prepare_process(init_cuda: bool) -> None:
     import torch
 
+    from builder.verify import tamper
     from builder.verify.poison import configure_cpu_allocator
 
     configure_cpu_allocator()
+    tamper.prime()  # seconds of imports (torch._dynamo) a pre-started child pays before its job
     if init_cuda and torch.cuda.is_available():
         torch.cuda.init()
         torch.empty(1, device="cuda")  # create the context now, not inside the first measured call

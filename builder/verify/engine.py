@@ -154,6 +154,7 @@ def evaluate_compiled(compiled: CompileResult, candidate: Candidate, task: Task,
         status, error = "crash", f"child ended without a result ({outcome.describe()}); stderr tail:\n{tail}"
     else:
         status, error = str(result.get("status")), result.get("error")
+        log.debug("evaluation phases of %s: %s", candidate.kernel_name, json.dumps(result.get("phase_s")))
     baseline = None
     runtime = (result or {}).get("runtime")
     if status == "correct" and isinstance(runtime, dict) and runtime.get("median_ms"):
