@@ -137,14 +137,20 @@ class PhaseLog(logging.Handler):
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
-        self.phases: list[dict[str, float]] = []
+        self.by_kernel: dict[str, dict[str, float]] = {}
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.getMessage().startswith("evaluation phases of"):
+        message = record.getMessage()
+        if message.startswith("evaluation phases of "):
+            name, _, phases = message.removeprefix("evaluation phases of ").partition(": ")
             try:
-                self.phases.append(json.loads(record.getMessage().split(": ", 1)[1]) or {})
+                self.by_kernel[name] = json.loads(phases) or {}
             except ValueError:
                 pass
+
+    @property
+    def phases(self) -> list[dict[str, float]]:
+        return list(self.by_kernel.values())
 
     def means(self) -> dict[str, float]:
         names = dict.fromkeys(name for phases in self.phases for name in phases)
@@ -189,7 +195,10 @@ def measure_stream(pairs, options: VerifyOptions, label: str) -> dict[str, float
         records.append(record)
         first = first if first is not None else time.monotonic() - started
         # A line per record: a run cut short still shows the rate it was reaching.
-        print(f"  [{time.monotonic() - started:7.1f} s] {len(records):3d} {record.status}", flush=True)
+        phases = phase_log.by_kernel.get(record.kernel_name) or {}
+        where = " ".join(f"{name.split('_')[0]}={seconds:.1f}" for name, seconds in phases.items())
+        print(f"  [{time.monotonic() - started:7.1f} s] {len(records):3d} {record.task_id:6s} {record.status:14s} "
+              f"eval {record.eval_s or 0:5.1f} s  {where}", flush=True)  # fmt: skip
     wall = time.monotonic() - started
     sampler.stop()
     engine_log.removeHandler(phase_log)
