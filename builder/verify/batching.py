@@ -7,15 +7,18 @@ PYBIND11_MODULE calls with a submodule `cN`. The candidate's `forward` is then `
 Only candidates whose top level we fully understand are batched: anything that could influence another
 candidate in the same library (macros, pragmas, load-time code such as global objects with constructors,
 `__attribute__((constructor))`, `extern "C"` symbols, op registrations) is built alone. A batch that
-fails to compile is rebuilt one by one, so each candidate gets its own verdict and compiler message.
+fails to compile is bisected down to the candidates that fail alone, so each candidate gets its own verdict
+and a failing one its own compiler message.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
+from typing import Any
 
 from builder import config
 from builder.verify.compile import CompileResult
@@ -234,9 +237,15 @@ def compile_many(
 ) -> list[CompileResult | None]:
     """Compile candidates (source, language) with shared builds where safe; None for python candidates.
 
-    `on_result(index, result)` is called as each candidate's build finishes (to start evaluating it)."""
+    A shared build that fails is bisected: each half is built again (in parallel on `executor`), down to the
+    candidate that fails alone, so one bad candidate costs about log2(batch) extra builds, not a batch of
+    single ones. `on_result(index, result)` is called as each candidate's build finishes (to start evaluating
+    it)."""
     batches, alone, _ = plan_batches(sources, batch_size)
     results: list[CompileResult | None] = [None] * len(sources)
+    done = threading.Condition()
+    pending = 0
+    errors: list[BaseException] = []
 
     def finish(index: int, result: CompileResult) -> None:
         results[index] = result
@@ -250,18 +259,43 @@ def compile_many(
         names = [f"c{index}" for index, _ in group]
         language = sources[group[0][0]][1]
         shared = build(shared_source([w for _, w in group], names), language)
-        if not shared.ok:
-            for index, _ in group:  # one bad candidate must not fail the others
-                run_alone(index)
+        if not shared.ok:  # one bad candidate must not fail the others: build each half again
+            middle = len(group) // 2
+            for half in (group[:middle], group[middle:]):
+                if len(half) == 1:
+                    submit(run_alone, half[0][0])
+                else:
+                    submit(run_batch, half)
             return
         for (index, _), name in zip(group, names, strict=True):
             finish(index, replace(shared, symbol_prefix=f"{name}.", batch_size=len(group)))
 
-    jobs = [(run_batch, group) for group in batches] + [(run_alone, index) for index in alone]
-    if executor is None:
-        for fn, arg in jobs:
+    def submit(fn: Callable[[Any], None], arg: Any) -> None:
+        nonlocal pending
+        with done:
+            pending += 1
+        if executor is None:
+            run(fn, arg)
+        else:
+            executor.submit(run, fn, arg)
+
+    def run(fn: Callable[[Any], None], arg: Any) -> None:
+        nonlocal pending
+        try:
             fn(arg)
-    else:
-        for future in [executor.submit(fn, arg) for fn, arg in jobs]:
-            future.result()
+        except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread below
+            errors.append(exc)
+        finally:
+            with done:
+                pending -= 1
+                done.notify_all()
+
+    for group in batches:
+        submit(run_batch, group)
+    for index in alone:
+        submit(run_alone, index)
+    with done:  # halves are submitted from pool threads: wait for the count, not for the first futures
+        done.wait_for(lambda: pending == 0)
+    if errors:
+        raise errors[0]
     return results

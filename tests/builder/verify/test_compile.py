@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from builder.verify import batching
-from builder.verify.compile import build_extension, compiler_excerpt
+from builder.verify.compile import CompileResult, build_extension, compiler_excerpt
 from builder.verify.sandbox import SandboxCancelled, run_sandboxed
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sandbox"
@@ -48,7 +48,7 @@ def shared_pair(build):
 
 @pytest.fixture(scope="session")
 def mixed_batch(build):
-    """A macro candidate (built alone) and a batch with a broken candidate (falls back to one by one)."""
+    """A macro candidate (built alone) and a batch with a broken candidate (bisected)."""
     sources = [(fixture("add_three.cpp"), "cpp"), (fixture("uses_define.cpp"), "cpp"), (fixture("broken.cpp"), "cpp")]
     with ThreadPoolExecutor(2) as executor:
         return batching.compile_many(sources, build, executor=executor)
@@ -199,3 +199,24 @@ def test_baton_left_by_a_killed_compile_does_not_block_the_rerun(tmp_path):
     rerun = build_extension(source, "cpp", "cpu", cache_dir=tmp_path, timeout_s=240)
     assert rerun.ok, rerun.error
     assert not rerun.timed_out
+
+
+def test_a_failed_batch_is_bisected_down_to_the_candidate_that_fails_alone():
+    """No compiler: a fake build fails any source holding the bad candidate's marker."""
+    good = "#include <torch/extension.h>\ntorch::Tensor forward(torch::Tensor x) {{ return x + {n}; }}\n"
+    bind = "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"forward\", &forward); }\n"
+    sources = [(good.format(n=n) + ("// BAD\n" if n == 5 else "") + bind, "cpp") for n in range(8)]
+    builds: list[int] = []
+
+    def fake_build(source: str, language: str) -> CompileResult:
+        builds.append(source.count("forward(torch::Tensor x)"))  # candidates in this build
+        ok = "// BAD" not in source
+        return CompileResult(ok=ok, error=None if ok else "x.cpp: error: BAD", cache_key=str(len(builds)))
+
+    with ThreadPoolExecutor(4) as executor:
+        results = batching.compile_many(sources, fake_build, batch_size=8, executor=executor)
+    assert [r.ok for r in results] == [True] * 5 + [False] + [True] * 2
+    assert results[5].batch_size == 1 and "BAD" in results[5].error  # its error is its own
+    assert sorted(builds, reverse=True) == [8, 4, 4, 2, 2, 1, 1]  # 8 fails; 4 ok + 4 fails; 2 ok + 2 fails; 1 + 1
+    assert all(results[i].symbol_prefix == f"c{i}." for i in (0, 1, 2, 3, 6, 7))  # from shared builds
+    assert results[4].symbol_prefix == "" and results[4].batch_size == 1  # its pair failed: built alone
