@@ -44,6 +44,9 @@ MIN_TIMED_CALLS = 20
 INPUT_SETS = 2  # rotate at least two input sets while timing
 TIMING_BLOCKS = 10  # a candidate's timed calls in this many blocks, alternating with PyTorch eager's blocks
 MIN_TIMING_BLOCKS = 4  # blocks before the time budget may end the window (the ratio's spread needs several)
+# A window ends early, after MIN_TIMING_BLOCKS, once the per-block eager/candidate ratios and the candidate's
+# per-block medians each vary by at most this (IQR / median): further blocks would not move the figures.
+TIMING_STABLE_SPREAD = 0.02
 EAGER_CROSSCHECK_TOLERANCE = 0.10  # in-window eager vs the clean process's: past this, re-measure the clean one
 L2_FLUSH_BYTES = 256 << 20  # larger than any Hopper L2 (50-60 MB)
 SUSPICIOUS_SPEEDUP = 10.0

@@ -195,6 +195,8 @@ def measure_interleaved(
     cand_samples: list[float] = []
     eager_samples: list[float] = []
     ratios: list[float] = []
+    cand_medians: list[float] = []
+    stable, stopped_early = config.TIMING_STABLE_SPREAD, False
     with torch.no_grad():
         for _ in range(warmup_calls):
             candidate.time_call()
@@ -209,16 +211,30 @@ def measure_interleaved(
             cand_samples += cand_block
             eager_samples += eager_block
             ratios.append(statistics.median(eager_block) / max(statistics.median(cand_block), 1e-9))
+            cand_medians.append(statistics.median(cand_block))
             enough = len(cand_samples) >= min_calls and block + 1 >= config.MIN_TIMING_BLOCKS
             if enough and time.perf_counter() - started > budget_s:
+                break
+            if enough and relative_spread(ratios) <= stable and relative_spread(cand_medians) <= stable:
+                stopped_early = True  # the ratio and the kernel's time have settled: more blocks would not move them
                 break
     method = describe_method(device, warmup_calls, len(cand_samples), len(candidate_sets))
     method += (
         f"; PyTorch eager timed the same way in the same window, {len(ratios)} alternating blocks of {per_block} "
         "calls each (speedup = eager median / candidate median over the window; spread from per-block ratios)"
     )
+    if stopped_early:
+        method += f"; stopped once the per-block ratios and kernel medians varied by <= {stable:.0%} (IQR/median)"
     return {"runtime": _stats(cand_samples), "eager_window": _stats(eager_samples), "speedup_blocks": ratios,
             "timing_method": method, "first_outputs": candidate.first_outputs}  # fmt: skip
+
+
+def relative_spread(values: list[float]) -> float:
+    """Interquartile range over median (inf for fewer than two values)."""
+    if len(values) < 2:
+        return float("inf")
+    low, _, high = statistics.quantiles(values, n=4, method="inclusive")
+    return (high - low) / max(abs(statistics.median(values)), 1e-12)
 
 
 def timing_seeds(job: dict[str, Any]) -> list[int]:

@@ -100,7 +100,8 @@ def test_a_stale_output_within_one_input_set_fails_in_the_child(module):
     assert "runtime" not in result and "reused across calls" in result["error"]
 
 
-def test_eager_is_timed_in_alternating_blocks_in_the_same_window(module):
+def test_eager_is_timed_in_alternating_blocks_in_the_same_window(module, monkeypatch):
+    monkeypatch.setattr(timing.config, "TIMING_STABLE_SPREAD", -1.0)  # every block, however steady
     order = []
 
     def recording(x, weight, bias):
@@ -126,6 +127,43 @@ def test_eager_is_timed_in_alternating_blocks_in_the_same_window(module):
     assert blocks[0] == ["candidate", "candidate"] and blocks[1] == ["eager", "eager"]
     assert blocks[2] == ["eager", "eager"] and blocks[3] == ["candidate", "candidate"]  # the order alternates
     assert "alternating blocks" in result["timing_method"]
+
+
+def sleeping_sets(module, seconds):
+    """Input sets whose call sleeps `seconds()` and returns the honest answer."""
+
+    def call(x, weight, bias):
+        time.sleep(seconds())
+        return honest(x, weight, bias)
+
+    return timing.build_input_sets(module, [1, 2], "cpu", lambda model, seed: FunctionalBinding(call).bind(
+        model, module, seed, "cpu").call)  # fmt: skip
+
+
+def test_a_steady_window_stops_after_the_minimum_blocks(module, monkeypatch):
+    monkeypatch.setattr(timing.config, "TIMING_STABLE_SPREAD", 0.05)
+    candidate, eager = sleeping_sets(module, lambda: 0.01), sleeping_sets(module, lambda: 0.02)
+    result = timing.measure_interleaved(candidate, eager, "cpu", atol=1e-4, rtol=1e-4, warmup_calls=1,
+                                        timed_calls=100, budget_s=60)  # fmt: skip
+    assert len(result["speedup_blocks"]) == timing.config.MIN_TIMING_BLOCKS
+    assert result["runtime"]["n"] == 10 * timing.config.MIN_TIMING_BLOCKS
+    assert "stopped once" in result["timing_method"]
+    assert result["eager_window"]["median_ms"] / result["runtime"]["median_ms"] == pytest.approx(2.0, rel=0.2)
+
+
+def test_an_unsteady_window_runs_every_block(module, monkeypatch):
+    monkeypatch.setattr(timing.config, "TIMING_STABLE_SPREAD", 0.05)
+    calls = {"n": 0}
+
+    def erratic() -> float:  # blocks of 10 calls alternate between 5 ms and 20 ms
+        calls["n"] += 1
+        return 0.005 if (calls["n"] // 10) % 3 else 0.02
+
+    candidate, eager = sleeping_sets(module, erratic), sleeping_sets(module, lambda: 0.01)
+    result = timing.measure_interleaved(candidate, eager, "cpu", atol=1e-4, rtol=1e-4, warmup_calls=1,
+                                        timed_calls=100, budget_s=60)  # fmt: skip
+    assert len(result["speedup_blocks"]) == timing.config.TIMING_BLOCKS
+    assert "stopped once" not in result["timing_method"]
 
 
 def test_budget_stops_after_the_minimum(module):
