@@ -29,6 +29,9 @@ def reverify(
     restart: bool = typer.Option(
         False, "--restart", help="Verify everything again (by default a rerun resumes after the kernels in --out)."
     ),
+    report_only: bool = typer.Option(
+        False, "--report-only", help="Verify nothing: write the report from the records a cut-off run left in --out."
+    ),
 ) -> None:
     """Re-verify an archive's kernels here: verdict agreement, flag changes, speedup ratios, what moved.
 
@@ -48,6 +51,7 @@ def reverify(
         compile_workers=compile_workers,
         progress=not quiet,
         restart=restart,
+        report_only=report_only,
     )
     report, folder = run_reverify(params)
     typer.echo(f"{dataset}: {report['kernels']} kernel(s) re-verified on {report['backend']}; {report['verdict']}")

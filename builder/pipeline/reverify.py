@@ -230,7 +230,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
             f"- kernels: {report['kernels']} re-verified of {selection.get('importable', '?')} importable"
             f" (--tasks {_cell(selection.get('tasks'))}, --limit {_cell(selection.get('limit'))});"
             f" {selection.get('left_out', 0)} left out by the importer"
-        )
+            + (f"; {selection['not_verified']} selected but not verified (the run was cut off; --report-only)"
+               if selection.get("not_verified") else "")
+        )  # fmt: skip
     lines += ["", f"**{report['verdict']}**", ""]
     statuses = sorted({new for row in verdicts["confusion"].values() for new in row}, key=_status_order)
     lines += [

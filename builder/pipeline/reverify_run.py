@@ -42,6 +42,7 @@ class ReverifyParams:
     compile_workers: int | None = None
     progress: bool = True
     restart: bool = False  # True: forget the records a previous run left in --out
+    report_only: bool = False  # True: verify nothing, report on the records a previous run left in --out
 
 
 def default_out(dataset: str) -> Path:
@@ -103,10 +104,18 @@ def run_reverify(params: ReverifyParams) -> tuple[dict[str, Any], Path]:
     from builder.generate.importers import ImportGenerator
 
     pattern = compile_pattern(params.tasks)
-    backend = resolve_backend(params.backend)
     out = Path(params.out) if params.out is not None else default_out(params.dataset)
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out}: exists and is not a directory")
+    if params.report_only and params.restart:
+        raise UsageError("--report-only reports on the records in --out; --restart would forget them")
+    if params.report_only:
+        left = load_progress(out)
+        if not left:
+            raise UsageError(f"{out}: no records to report on (--report-only needs a previous run's records.jsonl)")
+        backend = params.backend or ("cuda" if any(r.backend == "cuda" for r in left) else "cpu")
+    else:
+        backend = resolve_backend(params.backend)
     generator = ImportGenerator(params.dataset, backend=backend, out_dir=out / "tasks")
     pairs, importable = select_pairs(generator, _suite_tasks(), pattern, params.limit)
     if not pairs:
@@ -117,7 +126,10 @@ def run_reverify(params: ReverifyParams) -> tuple[dict[str, Any], Path]:
     done = {(r.task_id, r.kernel_id): r for r in load_progress(out)}
     wanted = {(c.task_id, c.kernel_id) for c, _ in pairs}
     todo = [(c, t) for c, t in pairs if (c.task_id, c.kernel_id) not in done]
-    records = [r for key, r in done.items() if key in wanted] + (_verify(todo, backend, params, out) if todo else [])
+    verify_now = todo and not params.report_only
+    records = [r for key, r in done.items() if key in wanted] + (
+        _verify(todo, backend, params, out) if verify_now else []
+    )
     context = {
         "dataset": params.dataset,
         "backend": backend,
@@ -129,6 +141,7 @@ def run_reverify(params: ReverifyParams) -> tuple[dict[str, Any], Path]:
             "tasks": params.tasks,
             "limit": params.limit,
             "left_out": len(generator.notes),
+            "not_verified": len(todo) if params.report_only else 0,
         },  # fmt: skip
         "notes": list(dict.fromkeys(generator.notes)),
     }

@@ -166,10 +166,24 @@ class CandidateRun:
     census: dict[str, Any] = field(default_factory=dict)
     error: str | None = None  # the candidate raised (runtime_error)
     error_origin: str | None = None
+    side_stream_probe: Any = None  # (bound, inputs) for the clock half of the side-stream check
 
     def flag(self, name: str, why: str) -> None:
         self.flags.add(name)
         self.notes.setdefault(name, why)
+
+    def time_side_stream(self) -> None:
+        """The side-stream check's clock half: it compares event time with a host clock, which other processes
+        on the device or the cores would skew, so it runs once the device is this candidate's alone (just
+        before its timing window)."""
+        if self.side_stream_probe is None:
+            return
+        from builder.verify.timing import side_stream_timing_reason
+
+        reason = side_stream_timing_reason(*self.side_stream_probe)
+        self.side_stream_probe = None
+        if reason:
+            self.flag("side_stream", reason)
 
     def result(self) -> dict[str, Any]:
         """The child's result fields (status, flags, ...) before the judge has compared anything."""
@@ -273,11 +287,12 @@ def _first_trial_extras(binding: CandidateBinding, task_module: Any, job: dict, 
         share = run.census.get("library_fraction") or 0.0
         run.flag("uses_torch_ops", f"{share:.0%} of the call's time in PyTorch/library kernels")
     if device == "cuda":
-        from builder.verify.timing import side_stream_reason
+        from builder.verify.timing import side_stream_output_reason
 
-        reason = side_stream_reason(bound, pristine)
+        reason = side_stream_output_reason(bound, pristine)
         if reason:
             run.flag("side_stream", reason)
+        run.side_stream_probe = (bound, pristine)
 
 
 def evaluate(forward: Any, task_module: Any, job: dict[str, Any]) -> dict[str, Any]:
@@ -294,6 +309,7 @@ def evaluate(forward: Any, task_module: Any, job: dict[str, Any]) -> dict[str, A
                 "trials": 0}  # fmt: skip
     before = tamper.fingerprint(task_module)
     run = run_candidate_side(forward, task_module, job, bundle.public_manifest())
+    run.time_side_stream()
     if changed := tamper.changes(before, tamper.fingerprint(task_module)):
         run.flag("tampers_reference", "; ".join(changed))
     outputs = tensor_files.unpack(*tensor_files.pack(run.outputs))

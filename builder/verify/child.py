@@ -196,6 +196,9 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
     phases.done("wait_for_judgement_and_device")
     if not timing_granted:
         return result
+    run.time_side_stream()  # compares clocks: only now that the device is this candidate's alone
+    if "side_stream" in run.flags:
+        return run.result()
     device = "cuda" if job.get("backend") == "cuda" else "cpu"
     try:
         timed = time_candidate(binding, task_module, job, device)

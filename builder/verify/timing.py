@@ -278,10 +278,9 @@ def time_candidate(binding: Any, task_module: Any, job: dict[str, Any], device: 
         return {"error": str(exc)}
 
 
-def side_stream_reason(bound: Any, pristine: list[Any]) -> str | None:
-    """CUDA: is work still running elsewhere when forward returns? (a) a stream-ordered copy of the
-    output taken at once differs from the output after a device-wide sync; (b) events on the current
-    stream report much less time than a device-synchronized host clock."""
+def side_stream_output_reason(bound: Any, pristine: list[Any]) -> str | None:
+    """CUDA: is work still running elsewhere when forward returns? A stream-ordered copy of the output taken at
+    once differs from the output after a device-wide sync (run with the checks)."""
     import torch
 
     from builder.verify.poison import poison_free_memory
@@ -299,6 +298,14 @@ def side_stream_reason(bound: Any, pristine: list[Any]) -> str | None:
     late = flatten_outputs(out) or []
     if any(not same_bits(a, b) for a, b in zip(early, late, strict=True)):
         return "the output changed after forward returned: work was still running on another stream"
+    return None
+
+
+def side_stream_timing_reason(bound: Any, pristine: list[Any]) -> str | None:
+    """CUDA: events on the current stream report much less time than a device-synchronized host clock (work on
+    another stream). Compares clocks: run only while the device is the candidate's alone."""
+    import torch
+
     event_ms, host_ms = [], []
     for _ in range(config.SIDE_STREAM_CALLS):
         inputs = snapshot(pristine)

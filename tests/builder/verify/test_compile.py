@@ -204,7 +204,7 @@ def test_baton_left_by_a_killed_compile_does_not_block_the_rerun(tmp_path):
 def test_a_failed_batch_is_bisected_down_to_the_candidate_that_fails_alone():
     """No compiler: a fake build fails any source holding the bad candidate's marker."""
     good = "#include <torch/extension.h>\ntorch::Tensor forward(torch::Tensor x) {{ return x + {n}; }}\n"
-    bind = "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"forward\", &forward); }\n"
+    bind = 'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward); }\n'
     sources = [(good.format(n=n) + ("// BAD\n" if n == 5 else "") + bind, "cpp") for n in range(8)]
     builds: list[int] = []
 
