@@ -144,6 +144,25 @@ def test_a_rerun_resumes_after_the_kernels_already_verified(fake_dataset, tmp_pa
     assert len((out / "records.jsonl").read_text().splitlines()) == 2
 
 
+def test_report_only_reports_a_cut_off_run_without_verifying(fake_dataset, tmp_path):
+    out = tmp_path / "report"
+    cut = run_cli("reverify", fake_dataset, "--out", out, "--backend", "cpu", "--limit", "3", env=fake_env())
+    assert cut.returncode == 0, cut.stderr
+    (out / "report.json").unlink()
+    journal = (out / "records.jsonl").read_text()
+    # No fake verifier in the environment: were anything verified, it would take the real (slow) engine.
+    done = run_cli("reverify", fake_dataset, "--out", out, "--limit", "5", "--report-only")
+    assert done.returncode == 0, done.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["kernels"] == 3 and report["backend"] == "cpu" and report["selection"]["not_verified"] == 2
+    assert "2 selected but not verified" in (out / "report.md").read_text()
+    assert (out / "records.jsonl").read_text() == journal  # nothing verified, nothing appended
+    empty = run_cli("reverify", fake_dataset, "--out", tmp_path / "none", "--report-only")
+    assert empty.returncode == 2 and "no records to report on" in empty.stderr
+    both = run_cli("reverify", fake_dataset, "--out", out, "--report-only", "--restart")
+    assert both.returncode == 2 and "would forget them" in both.stderr
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
