@@ -58,7 +58,11 @@ class BaselineCache:
         self, task: Task, options: VerifyOptions, executor: ThreadPoolExecutor, cancel: threading.Event | None = None
     ) -> None:
         """Measure the task's baseline now, in a parallel child, rather than when its first correct kernel asks
-        (its torch.compile build then overlaps compiles and evaluations; only its timing owns the device)."""
+        (its torch.compile build then overlaps compiles and evaluations; only its timing owns the device). CUDA
+        only: on the CPU backend the build would take the cores the candidates' own builds and timing need, for
+        tasks that may never have a correct kernel."""
+        if options.backend != "cuda":
+            return
         key = self.key(task, options)
         with self._lock:
             if key in self._warming or (self.directory / f"{key}.json").exists():
