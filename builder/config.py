@@ -250,6 +250,9 @@ EVAL_POOL_SIZE = 1  # pre-started evaluation processes per GPU worker, beyond th
 # compete with the compiles for the same cores.
 EVAL_WORKERS_PER_GPU = 4
 EVAL_WORKERS_CPU = 1
+# Cores kept per GPU for its timing windows on CUDA builds (builder/verify/device_gate.py): no other sandboxed
+# process runs there. Kept only when at least half the cores remain for compiles and the rest.
+TIMING_CORES_PER_GPU = 2
 BASELINE_TIMEOUT_S = 900.0
 # Parallel children that compile torch.compile baselines ahead of their measured run (CUDA builds).
 BASELINE_WARM_WORKERS = 4  # eager + torch.compile baselines of one task (inductor compiles inside)

@@ -8,6 +8,8 @@ but a timing window must see the device as if it were alone on it:
   flight (their children synchronise before they write outputs, so none of their work is left queued) and
   keeps new checks from starting until it ends. Waiting owners go first: a stream of checks cannot starve
   timing.
+- On CUDA builds a few cores per GPU are kept for its timing windows (`keep_timing_cores`): every sandboxed
+  child starts on the other cores, and the process that owns the device moves onto them.
 - The hand-shake is the children's courtesy; the enforcement is SIGSTOP. Every evaluation child of the device
   is a *member* of its gate; while one owns the device, every other member is stopped (its process group and
   any escaped descendant), so no other candidate's code, a thread it left running say, can launch work into
@@ -18,6 +20,7 @@ The gate is per builder process: two builds on one machine do not see each other
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -49,7 +52,8 @@ class GateStats:
 class DeviceGate:
     """A shared/exclusive hold on one device, with owners preferred, and the members to stop while owned."""
 
-    def __init__(self) -> None:
+    def __init__(self, timing_cores: set[int] | None = None) -> None:
+        self.timing_cores = timing_cores  # the owner's process runs here (None: no cores kept)
         self._cond = threading.Condition()
         self._sharing = 0
         self._owner: object | None = None
@@ -110,6 +114,9 @@ class DeviceGate:
             self._owner, self._purpose = holder, purpose
             self._owned_since = time.monotonic()
             self.stats.owner_wait_s += self._owned_since - waited
+            pin = getattr(getattr(holder, "process", holder), "pin", None)
+            if self.timing_cores and callable(pin):
+                pin(self.timing_cores)
             for member in self._members:
                 if member is not holder:
                     member.pause()
@@ -205,10 +212,42 @@ class Shared:
 
 _gates: dict[tuple[str, int], DeviceGate] = {}
 _gates_lock = threading.Lock()
+_timing_cores: dict[int, set[int]] = {}  # device index -> cores kept for its timing windows
+_work_cores: set[int] | None = None  # every other core: where sandboxed children start
 
 
 def device_gate(backend: str, device_index: int = 0) -> DeviceGate:
     """The process's gate of one device (the CPU backend has one: timing there owns the cores)."""
     key = (backend, device_index if backend == "cuda" else 0)
     with _gates_lock:
-        return _gates.setdefault(key, DeviceGate())
+        gate = _gates.setdefault(key, DeviceGate())
+        if backend == "cuda":
+            gate.timing_cores = _timing_cores.get(device_index)
+        return gate
+
+
+def keep_timing_cores(devices: int, per_device: int, available: set[int] | None = None) -> dict[int, set[int]]:
+    """Keep `per_device` cores per GPU for its timing windows: sandboxed children start on the other cores, and a
+    process that owns a GPU moves onto that GPU's cores. Host-side launch overhead is part of what a window
+    measures (most of it for sub-millisecond eager baselines), so compiles and other children's start-up must
+    not share its cores. Nothing is kept when too few cores would be left for the rest (half of them)."""
+    global _work_cores
+    cores = sorted(available if available is not None else os.sched_getaffinity(0))
+    with _gates_lock:
+        _timing_cores.clear()
+        _work_cores = None
+        if per_device <= 0 or devices <= 0 or devices * per_device > len(cores) // 2:
+            return {}
+        for device in range(devices):
+            _timing_cores[device] = set(cores[len(cores) - (device + 1) * per_device :][:per_device])
+        kept = set().union(*_timing_cores.values())
+        _work_cores = {core for core in cores if core not in kept}
+        for (backend, index), gate in _gates.items():
+            if backend == "cuda":
+                gate.timing_cores = _timing_cores.get(index)
+        return {device: set(cores) for device, cores in _timing_cores.items()}
+
+
+def work_cores() -> set[int] | None:
+    """Where a sandboxed child starts (None: anywhere)."""
+    return _work_cores

@@ -265,6 +265,10 @@ class Verifier:
 
     def __init__(self, options: VerifyOptions) -> None:
         self.options = options.with_seeds()  # one draw per build: every candidate sees the same trials
+        if self.options.backend == "cuda":
+            from builder.verify.device_gate import keep_timing_cores
+
+            keep_timing_cores(self._devices(), config.TIMING_CORES_PER_GPU)
         self.baselines = BaselineCache(self.options.baseline_cache_dir)
         self.references = ReferenceCache()
 

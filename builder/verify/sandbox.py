@@ -30,6 +30,7 @@ from typing import IO
 import psutil
 
 from builder import config
+from builder.verify.device_gate import work_cores
 
 # Every sandboxed process carries this variable; its value is unique per run (see _sweep_marked).
 MARKER_ENV = "KA_SANDBOX_RUN"
@@ -133,8 +134,13 @@ def sandbox_env(scratch: Path, marker: str, env_extra: dict[str, str] | None = N
     return env
 
 
-def _limit_resources() -> None:
-    """preexec_fn: runs in the child between fork and exec."""
+def _limit_resources(cores: set[int] | None = None) -> None:
+    """preexec_fn: runs in the child between fork and exec (no imports here: another thread may hold a lock)."""
+    if cores:  # the cores kept for timing windows are not this child's (until it owns a device)
+        try:
+            os.sched_setaffinity(0, cores)
+        except OSError:
+            pass
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (config.CHILD_FILE_SIZE_LIMIT, config.CHILD_FILE_SIZE_LIMIT))
     soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
@@ -150,21 +156,30 @@ def _tail(handle: IO[bytes], limit: int) -> str:
     return handle.read().decode("utf-8", errors="replace")
 
 
-def _sweep_marked(marker: str, sig: int = signal.SIGKILL) -> int:
-    """Signal (kill, by default) every process whose environment carries this run's marker (escaped setsid
-    descendants)."""
+def _marked(marker: str) -> list[psutil.Process]:
+    """Every process whose environment carries this run's marker (escaped setsid descendants included)."""
     needle = f"{MARKER_ENV}={marker}".encode()
-    killed = 0
+    found = []
     for proc in psutil.process_iter(["pid"]):
         if proc.pid == os.getpid():
             continue
         try:
             with open(f"/proc/{proc.pid}/environ", "rb") as fh:
-                if needle not in fh.read().split(b"\0"):
-                    continue
+                if needle in fh.read().split(b"\0"):
+                    found.append(proc)
+        except OSError:
+            continue
+    return found
+
+
+def _sweep_marked(marker: str, sig: int = signal.SIGKILL) -> int:
+    """Signal (kill, by default) every marked process of this run."""
+    killed = 0
+    for proc in _marked(marker):
+        try:
             proc.send_signal(sig)
             killed += 1
-        except (OSError, psutil.Error):
+        except psutil.Error:
             continue
     return killed
 
@@ -209,7 +224,7 @@ class SandboxedProcess:
             stdout=self._stdout,
             stderr=self._stderr,
             start_new_session=True,
-            preexec_fn=_limit_resources,
+            preexec_fn=functools.partial(_limit_resources, work_cores()),
             close_fds=True,
         )
 
@@ -264,6 +279,17 @@ class SandboxedProcess:
     def resume(self) -> None:
         self._signal_all(signal.SIGCONT)
         self.release_clock()
+
+    def pin(self, cores: set[int]) -> None:
+        """Move every thread of the child's processes onto `cores` (it owns a device: its timing window gets
+        cores no other sandboxed process runs on). Threads started later inherit the mask."""
+        for proc in [psutil.Process(self.proc.pid)] if self.alive() else []:
+            for member in [proc, *_marked(self.marker)]:
+                try:
+                    for thread in member.threads():
+                        os.sched_setaffinity(thread.id, cores)
+                except (OSError, psutil.Error):
+                    continue
 
     def _signal_all(self, sig: int) -> None:
         if not self.alive():

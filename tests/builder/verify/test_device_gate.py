@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
 
-from builder.verify.device_gate import DeviceGate, Exclusive
+import psutil
+import pytest
+
+from builder.verify.device_gate import DeviceGate, Exclusive, device_gate, keep_timing_cores, work_cores
 from builder.verify.sandbox import SandboxedProcess
 
 
@@ -136,3 +140,39 @@ def test_time_held_moves_the_deadline(tmp_path):
     fresh = SandboxedProcess([sys.executable, "-c", "import time; time.sleep(1.5)"], tmp_path, gpu=False,
                              isolation="process")  # fmt: skip
     assert fresh.wait(timeout_s=1.0).timed_out  # the same run without the hold
+
+
+def test_timing_cores_are_kept_per_gpu_only_when_enough_are_left():
+    try:
+        sixteen = set(range(16))
+        assert keep_timing_cores(1, 2, sixteen) == {0: {14, 15}}
+        assert work_cores() == set(range(14))
+        assert keep_timing_cores(2, 2, sixteen) == {0: {14, 15}, 1: {12, 13}}
+        assert device_gate("cuda", 1).timing_cores == {12, 13} and device_gate("cpu").timing_cores is None
+        assert keep_timing_cores(1, 2, {0, 1, 2}) == {} and work_cores() is None  # 2 of 3 would starve the rest
+    finally:
+        keep_timing_cores(0, 0)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+def test_children_start_off_the_timing_cores_and_an_owner_moves_onto_them(tmp_path):
+    cores = sorted(os.sched_getaffinity(0))
+    try:
+        kept = keep_timing_cores(1, 1, set(cores))[0]
+        threads = "import threading, time\nfor _ in range(3): threading.Thread(target=time.sleep, args=(30,)).start()\n"
+        child = SandboxedProcess([sys.executable, "-c", threads + "time.sleep(30)"], tmp_path, gpu=False,
+                                 isolation="process")  # fmt: skip
+        try:
+            process = psutil.Process(child.pid)
+            deadline = time.monotonic() + 10
+            while process.num_threads() < 4 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert set(process.cpu_affinity()) == set(cores) - kept  # started on the work cores
+            gate = DeviceGate(timing_cores=kept)
+            gate.acquire_exclusive(child)
+            assert all(set(os.sched_getaffinity(t.id)) == kept for t in process.threads())  # every thread moved
+            gate.release_exclusive(child)
+        finally:
+            child.kill()
+    finally:
+        keep_timing_cores(0, 0)
