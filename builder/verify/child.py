@@ -105,7 +105,11 @@ def run_reference_job(job: dict[str, Any]) -> dict[str, Any]:
     from builder.verify import tensor_files
     from builder.verify.reference import compute_reference
 
-    bundle = compute_reference(_load_task(job), job)
+    task_module = _load_task(job)
+    if job.get("ready_path") and job.get("go_path"):  # the device is shared with checks, never with a window
+        write_result(job["ready_path"], {"ready": True})
+        await_word(job["go_path"])
+    bundle = compute_reference(task_module, job)
     if bundle.manifest.get("error"):
         return {**_failure("runtime_error", bundle.manifest["error"], "task"), "manifest": bundle.manifest}
     tensor_files.write_dir(job["outputs_dir"], bundle.outputs)

@@ -159,14 +159,16 @@ class Exclusive:
 
 
 class DeviceTurn(threading.Thread):
-    """A trusted child's turn to own the device: once it writes `ready` (its set-up done), own the device and
-    write `go`; `finish` gives it back. The child's clock stands still while it waits for the turn."""
+    """A trusted child's turn on the device: once it writes `ready` (its set-up done), hold the device (owned,
+    or shared when `exclusive` is False) and write `go`; `finish` gives it back. The child's clock stands still
+    while it waits for its turn."""
 
-    def __init__(self, gate: DeviceGate, ready: Path, go: Path, purpose: str) -> None:
+    def __init__(self, gate: DeviceGate, ready: Path, go: Path, purpose: str, exclusive: bool = True) -> None:
         super().__init__(daemon=True, name=f"ka-turn-{purpose}")
-        self.gate, self.ready, self.go, self.purpose = gate, ready, go, purpose
+        self.gate, self.ready, self.go, self.purpose, self.exclusive = gate, ready, go, purpose, exclusive
         self.done = threading.Event()
         self.process: SandboxedProcess | None = None
+        self._shared = False
 
     def attach(self, process: SandboxedProcess) -> None:
         self.process = process
@@ -179,10 +181,13 @@ class DeviceTurn(threading.Thread):
         assert self.process is not None
         self.process.hold_clock()
         try:
-            owns = self.gate.acquire_exclusive(self, self.purpose, abort=self.done)
+            if self.exclusive:
+                holds = self.gate.acquire_exclusive(self, self.purpose, abort=self.done)
+            else:
+                holds = self._shared = self.gate.acquire_shared(abort=self.done)
         finally:
             self.process.release_clock()
-        if owns:
+        if holds:
             temporary = self.go.with_name(f".{self.go.name}.tmp")
             temporary.write_text("time")
             temporary.replace(self.go)
@@ -191,23 +196,10 @@ class DeviceTurn(threading.Thread):
         self.done.set()
         if self.ident is not None:
             self.join()
-        self.gate.release_exclusive(self)
-
-
-class Shared:
-    """`with Shared(gate):` holds the device shared for a block (the clean reference child)."""
-
-    def __init__(self, gate: DeviceGate | None) -> None:
-        self.gate = gate
-
-    def __enter__(self) -> Shared:
-        if self.gate is not None:
-            self.gate.acquire_shared()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.gate is not None:
+        if self._shared:
+            self._shared = False
             self.gate.release_shared()
+        self.gate.release_exclusive(self)
 
 
 _gates: dict[tuple[str, int], DeviceGate] = {}

@@ -161,11 +161,20 @@ def measure(
         for _ in range(warmup_calls):
             timer.time_call()
         started = time.perf_counter()
+        chunk = max(1, round(timed_calls / config.TIMING_BLOCKS))
+        settled = False
         for _ in range(max(timed_calls, 1)):
             samples.append(timer.time_call())
             if len(samples) >= min_calls and time.perf_counter() - started > budget_s:
                 break
+            chunks = [statistics.median(samples[i : i + chunk]) for i in range(0, len(samples) - chunk + 1, chunk)]
+            if len(samples) % chunk == 0 and len(chunks) >= config.MIN_TIMING_BLOCKS and len(samples) >= min_calls:
+                if relative_spread(chunks) <= config.TIMING_STABLE_SPREAD:
+                    settled = True  # the median of further calls would not move
+                    break
     method = describe_method(device, warmup_calls, len(samples), len(sets))
+    if settled:
+        method += f"; stopped once the medians of {chunk}-call blocks varied by <= {config.TIMING_STABLE_SPREAD:.0%}"
     return {"runtime": _stats(samples), "timing_method": method, "first_outputs": timer.first_outputs}
 
 

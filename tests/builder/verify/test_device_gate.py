@@ -10,7 +10,14 @@ import time
 import psutil
 import pytest
 
-from builder.verify.device_gate import DeviceGate, Exclusive, device_gate, keep_timing_cores, work_cores
+from builder.verify.device_gate import (
+    DeviceGate,
+    DeviceTurn,
+    Exclusive,
+    device_gate,
+    keep_timing_cores,
+    work_cores,
+)
 from builder.verify.sandbox import SandboxedProcess
 
 
@@ -176,3 +183,26 @@ def test_children_start_off_the_timing_cores_and_an_owner_moves_onto_them(tmp_pa
             child.kill()
     finally:
         keep_timing_cores(0, 0)
+
+
+def test_a_trusted_childs_turn_starts_only_once_it_is_ready(tmp_path):
+    """A reference child's start-up holds nothing: its shared turn begins when it says ready, and waits behind an
+    owner (a timing window) that got there first."""
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    script = (f"import pathlib, time\ntime.sleep(0.5)\npathlib.Path({str(ready)!r}).write_text('1')\n"
+              f"while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.01)\n")  # fmt: skip
+    gate = DeviceGate()
+    turn = DeviceTurn(gate, ready, go, "reference", exclusive=False)
+    child = SandboxedProcess([sys.executable, "-c", script], tmp_path / "scratch", gpu=False, isolation="process",
+                             extra_binds=[tmp_path])  # fmt: skip
+    turn.attach(child)
+    window = object()
+    assert gate.acquire_exclusive(window)  # the child is still starting: nothing held against the window
+    time.sleep(1.0)
+    assert ready.exists() and not go.exists()  # ready, but the window is on
+    gate.release_exclusive(window)
+    outcome = child.wait(timeout_s=10)
+    assert go.exists() and outcome.returncode == 0
+    turn.finish()
+    assert gate.acquire_exclusive(window, abort=threading.Event())  # the shared hold was given back
+    gate.release_exclusive(window)

@@ -166,6 +166,17 @@ def test_an_unsteady_window_runs_every_block(module, monkeypatch):
     assert "stopped once" not in result["timing_method"]
 
 
+def test_a_steady_baseline_stops_after_the_minimum_blocks(module, monkeypatch):
+    monkeypatch.setattr(timing.config, "TIMING_STABLE_SPREAD", 0.05)
+    result = timing.measure(sleeping_sets(module, lambda: 0.01), "cpu", atol=1e-4, rtol=1e-4, warmup_calls=1,
+                            timed_calls=100, budget_s=60)  # fmt: skip
+    assert result["runtime"]["n"] == 10 * timing.config.MIN_TIMING_BLOCKS and "stopped once" in result["timing_method"]
+    monkeypatch.setattr(timing.config, "TIMING_STABLE_SPREAD", -1.0)
+    result = timing.measure(sleeping_sets(module, lambda: 0.001), "cpu", atol=1e-4, rtol=1e-4, warmup_calls=1,
+                            timed_calls=100, budget_s=60)  # fmt: skip
+    assert result["runtime"]["n"] == 100 and "stopped once" not in result["timing_method"]
+
+
 def test_budget_stops_after_the_minimum(module):
     def slow(x, weight, bias):
         time.sleep(0.02)
