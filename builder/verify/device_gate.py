@@ -21,6 +21,7 @@ The gate is per builder process: two builds on one machine do not see each other
 from __future__ import annotations
 
 import os
+import secrets
 import threading
 import time
 from dataclasses import dataclass, field
@@ -188,9 +189,7 @@ class DeviceTurn(threading.Thread):
         finally:
             self.process.release_clock()
         if holds:
-            temporary = self.go.with_name(f".{self.go.name}.tmp")
-            temporary.write_text("time")
-            temporary.replace(self.go)
+            write_word(self.go, "time")
 
     def finish(self) -> None:
         self.done.set()
@@ -200,6 +199,17 @@ class DeviceTurn(threading.Thread):
             self._shared = False
             self.gate.release_shared()
         self.gate.release_exclusive(self)
+
+
+def write_word(path: Path, word: str) -> None:
+    """Put the parent's word where a child waits for it. The directory is the child's to write: a name it could
+    have prepared (a link to one of the parent's files) is never opened, so the word goes to an unguessable new
+    file first (O_EXCL, O_NOFOLLOW) and is renamed over `path` (a rename replaces a link, never follows it)."""
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(word)
+    os.replace(temporary, path)
 
 
 _gates: dict[tuple[str, int], DeviceGate] = {}

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from builder import config
 from builder.tasks import Task
 from builder.verify import environment, judge, tensor_files
-from builder.verify.device_gate import DeviceGate, DeviceTurn, device_gate
+from builder.verify.device_gate import DeviceGate, DeviceTurn, device_gate, write_word
 from builder.verify.pool import PooledChild, build_job, run_child
 from builder.verify.reference import public_manifest
 from builder.verify.sandbox import ChildOutcome, SandboxedProcess
@@ -223,10 +223,7 @@ class _Watcher(threading.Thread):
         self._say("go_path", verdict)
 
     def _say(self, key: str, word: str) -> None:
-        path = Path(self.job[key])
-        temporary = path.with_name(f".{path.name}.tmp")
-        temporary.write_text(word)
-        temporary.replace(path)
+        write_word(Path(self.job[key]), word)
 
     def _release_shared(self) -> None:
         if self._shared:

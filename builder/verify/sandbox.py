@@ -31,9 +31,8 @@ import psutil
 
 from builder import config
 from builder.verify.device_gate import work_cores
+from builder.verify.process_tree import MARKER_ENV, child_namespace, marked, sweep_marked
 
-# Every sandboxed process carries this variable; its value is unique per run (see _sweep_marked).
-MARKER_ENV = "KA_SANDBOX_RUN"
 ISOLATIONS = ("bwrap", "process")
 
 
@@ -156,34 +155,6 @@ def _tail(handle: IO[bytes], limit: int) -> str:
     return handle.read().decode("utf-8", errors="replace")
 
 
-def _marked(marker: str) -> list[psutil.Process]:
-    """Every process whose environment carries this run's marker (escaped setsid descendants included)."""
-    needle = f"{MARKER_ENV}={marker}".encode()
-    found = []
-    for proc in psutil.process_iter(["pid"]):
-        if proc.pid == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{proc.pid}/environ", "rb") as fh:
-                if needle in fh.read().split(b"\0"):
-                    found.append(proc)
-        except OSError:
-            continue
-    return found
-
-
-def _sweep_marked(marker: str, sig: int = signal.SIGKILL) -> int:
-    """Signal (kill, by default) every marked process of this run."""
-    killed = 0
-    for proc in _marked(marker):
-        try:
-            proc.send_signal(sig)
-            killed += 1
-        except psutil.Error:
-            continue
-    return killed
-
-
 class SandboxedProcess:
     """A started sandboxed child. `send` writes to its stdin; `wait` ends it and everything it started."""
 
@@ -216,6 +187,7 @@ class SandboxedProcess:
         self._held_since: float | None = None
         self._holds = 0
         self._hold_lock = threading.Lock()
+        self._pid_ns: str | None = None
         self.proc = subprocess.Popen(
             command,
             cwd=self.scratch,
@@ -284,12 +256,18 @@ class SandboxedProcess:
         """Move every thread of the child's processes onto `cores` (it owns a device: its timing window gets
         cores no other sandboxed process runs on). Threads started later inherit the mask."""
         for proc in [psutil.Process(self.proc.pid)] if self.alive() else []:
-            for member in [proc, *_marked(self.marker)]:
+            for member in [proc, *marked(self.marker, self._namespace())]:
                 try:
                     for thread in member.threads():
                         os.sched_setaffinity(thread.id, cores)
                 except (OSError, psutil.Error):
                     continue
+
+    def _namespace(self) -> str | None:
+        """The PID namespace bwrap made for the child (None under process isolation, or before it exists)."""
+        if self.isolation == "bwrap" and self._pid_ns is None and self.alive():
+            self._pid_ns = child_namespace(self.proc.pid)
+        return self._pid_ns
 
     def _signal_all(self, sig: int) -> None:
         if not self.alive():
@@ -298,7 +276,7 @@ class SandboxedProcess:
             os.killpg(self.proc.pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
-        _sweep_marked(self.marker, sig)
+        sweep_marked(self.marker, sig, self._namespace())
 
     def kill(self) -> None:
         """SIGKILL the child's process group and every marked escapee; reap the child."""
@@ -306,7 +284,7 @@ class SandboxedProcess:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        _sweep_marked(self.marker)
+        sweep_marked(self.marker)
         try:
             self.proc.wait(timeout=config.SANDBOX_KILL_GRACE_S)
         except subprocess.TimeoutExpired:

@@ -17,8 +17,9 @@ from builder.verify.device_gate import (
     device_gate,
     keep_timing_cores,
     work_cores,
+    write_word,
 )
-from builder.verify.sandbox import SandboxedProcess
+from builder.verify.sandbox import SandboxedProcess, bwrap_usable
 
 
 class Member:
@@ -206,3 +207,42 @@ def test_a_trusted_childs_turn_starts_only_once_it_is_ready(tmp_path):
     turn.finish()
     assert gate.acquire_exclusive(window, abort=threading.Event())  # the shared hold was given back
     gate.release_exclusive(window)
+
+
+def test_the_parents_word_never_follows_a_link_the_child_left(tmp_path):
+    victim = tmp_path / "parent-file"
+    victim.write_text("precious")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (scratch / "go").symlink_to(victim)  # the child's directory: it may leave links under any name it can guess
+    (scratch / ".go.tmp").symlink_to(victim)
+    write_word(scratch / "go", "time")
+    assert victim.read_text() == "precious"
+    assert (scratch / "go").read_text() == "time" and not (scratch / "go").is_symlink()
+
+
+@pytest.mark.skipif(not bwrap_usable(), reason="needs bubblewrap")
+def test_a_stopped_sandbox_stops_a_descendant_that_cleared_its_environment(tmp_path):
+    """A candidate's process that left the session and dropped the run's marker still lives in bwrap's PID
+    namespace: it is stopped with the rest."""
+    ticker = "import time\nwhile True:\n    open('ticks', 'a').write('.')\n    time.sleep(0.01)\n"
+    script = (f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {ticker!r}], env={{}}, "
+              "start_new_session=True)\ntime.sleep(60)\n")  # fmt: skip
+    scratch = tmp_path / "scratch"
+    child = SandboxedProcess([sys.executable, "-c", script], scratch, gpu=False, isolation="bwrap")
+    ticks = scratch / "ticks"
+    try:
+        deadline = time.monotonic() + 15
+        while not ticks.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ticks.exists()
+        child.pause()
+        time.sleep(0.3)
+        stopped_at = ticks.stat().st_size
+        time.sleep(0.5)
+        assert ticks.stat().st_size == stopped_at
+        child.resume()
+        time.sleep(0.3)
+        assert ticks.stat().st_size > stopped_at
+    finally:
+        child.kill()
