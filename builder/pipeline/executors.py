@@ -1,7 +1,7 @@
 """Executors turn (candidate, task) pairs into finished records; the orchestrator stores them.
 
 - `LocalExecutor`: the verify engine's `Verifier.stream` (compile pool on the CPU cores pipelined with
-  one evaluation worker per visible GPU) on this machine.
+  several evaluation workers per visible GPU, each timing window owning its GPU) on this machine.
 - `RayExecutor`: compile and evaluate as Ray tasks on a Ray cluster (evaluation tasks ask for one GPU on
   the CUDA backend). Records come back to the orchestrator, which stays the only writer of the store.
 
@@ -114,7 +114,7 @@ class LocalExecutor:
 
 
 def _limit_visible_gpus(count: int) -> None:
-    # The engine starts one evaluation worker per visible GPU; --gpus N narrows what it sees.
+    # The engine starts its evaluation workers on every visible GPU; --gpus N narrows what it sees.
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     ids = [v for v in visible.split(",") if v.strip()] if visible else [str(i) for i in range(count)]
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(ids[:count])

@@ -50,7 +50,7 @@ class PooledChild:
 
 
 class EvalPool:
-    """`size` children kept started for one evaluation worker (one GPU)."""
+    """`size` children kept started for one evaluation worker."""
 
     def __init__(
         self,
