@@ -216,6 +216,7 @@ _gates: dict[tuple[str, int], DeviceGate] = {}
 _gates_lock = threading.Lock()
 _timing_cores: dict[int, set[int]] = {}  # device index -> cores kept for its timing windows
 _work_cores: set[int] | None = None  # every other core: where sandboxed children start
+_own_cores: set[int] | None = None  # this process's cores before any were kept
 
 
 def device_gate(backend: str, device_index: int = 0) -> DeviceGate:
@@ -233,12 +234,15 @@ def keep_timing_cores(devices: int, per_device: int, available: set[int] | None 
     process that owns a GPU moves onto that GPU's cores. Host-side launch overhead is part of what a window
     measures (most of it for sub-millisecond eager baselines), so compiles and other children's start-up must
     not share its cores. Nothing is kept when too few cores would be left for the rest (half of them)."""
-    global _work_cores
-    cores = sorted(available if available is not None else os.sched_getaffinity(0))
+    global _work_cores, _own_cores
     with _gates_lock:
+        if _own_cores is None:
+            _own_cores = set(os.sched_getaffinity(0))
+        cores = sorted(available if available is not None else _own_cores)
         _timing_cores.clear()
         _work_cores = None
         if per_device <= 0 or devices <= 0 or devices * per_device > len(cores) // 2:
+            _move_this_process(_own_cores)
             return {}
         for device in range(devices):
             _timing_cores[device] = set(cores[len(cores) - (device + 1) * per_device :][:per_device])
@@ -247,7 +251,17 @@ def keep_timing_cores(devices: int, per_device: int, available: set[int] | None 
         for (backend, index), gate in _gates.items():
             if backend == "cuda":
                 gate.timing_cores = _timing_cores.get(index)
+        _move_this_process(_work_cores)  # the parent's own judging and polling stay off the kept cores too
         return {device: set(cores) for device, cores in _timing_cores.items()}
+
+
+def _move_this_process(cores: set[int]) -> None:
+    """Every thread of this process onto `cores` (threads started later inherit their creator's mask)."""
+    for task in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(task), cores)
+        except OSError:
+            continue
 
 
 def work_cores() -> set[int] | None:

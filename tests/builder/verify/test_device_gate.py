@@ -176,6 +176,7 @@ def test_children_start_off_the_timing_cores_and_an_owner_moves_onto_them(tmp_pa
             while process.num_threads() < 4 and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert set(process.cpu_affinity()) == set(cores) - kept  # started on the work cores
+            assert os.sched_getaffinity(0) == set(cores) - kept  # and so does the parent's judging
             gate = DeviceGate(timing_cores=kept)
             gate.acquire_exclusive(child)
             assert all(set(os.sched_getaffinity(t.id)) == kept for t in process.threads())  # every thread moved
@@ -184,6 +185,7 @@ def test_children_start_off_the_timing_cores_and_an_owner_moves_onto_them(tmp_pa
             child.kill()
     finally:
         keep_timing_cores(0, 0)
+    assert os.sched_getaffinity(0) == set(cores)  # given back
 
 
 def test_a_trusted_childs_turn_starts_only_once_it_is_ready(tmp_path):
