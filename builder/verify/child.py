@@ -200,7 +200,11 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
     phases.done("wait_for_judgement_and_device")
     if not timing_granted:
         return result
-    run.time_side_stream()  # compares clocks: only now that the device is this candidate's alone
+    try:
+        run.time_side_stream()  # compares clocks: only now that the device is this candidate's alone
+    except Exception as exc:  # noqa: BLE001 - the candidate raised on this call
+        result.update(status="runtime_error", error=f"while timing: {exception_text(exc)}", error_origin="candidate")
+        return result
     if "side_stream" in run.flags:
         return run.result()
     device = "cuda" if job.get("backend") == "cuda" else "cpu"
@@ -274,14 +278,15 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _prepare_process(init_cuda: bool) -> None:
+def _prepare_process(init_cuda: bool, prime: bool) -> None:
     import torch
 
     from builder.verify import tamper
     from builder.verify.poison import configure_cpu_allocator
 
     configure_cpu_allocator()
-    tamper.prime()  # seconds of imports (torch._dynamo) a pre-started child pays before its job
+    if prime:  # the evaluation's fingerprints import torch._dynamo: seconds a pre-started child pays early
+        tamper.prime()
     if init_cuda and torch.cuda.is_available():
         torch.cuda.init()
         torch.empty(1, device="cuda")  # create the context now, not inside the first measured call
@@ -293,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m builder.verify.child JOB.json | -", file=sys.stderr)
         return 2
     if args[0] == "-":
-        _prepare_process(init_cuda=True)
+        _prepare_process(init_cuda=True, prime=True)
         job_path = sys.stdin.readline().strip()
     else:
         job_path = args[0]
@@ -303,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: unreadable job {job_path}: {exc}", file=sys.stderr)
         return 2
     if args[0] != "-":
-        _prepare_process(init_cuda=job.get("backend") == "cuda")
+        _prepare_process(init_cuda=job.get("backend") == "cuda", prime=job.get("mode", "evaluate") == "evaluate")
     result = run_job(job)
     try:
         write_result(job["result_path"], result)
