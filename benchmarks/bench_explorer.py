@@ -30,7 +30,7 @@ from explorer.sources import resolve_source  # noqa: E402
 
 CHROMIUM = config.EXPLORER_CHROMIUM
 # BENCH_CHROMIUM_EXTRA_ARGS (space-separated) adds flags, e.g. "--use-gl=angle --use-angle=swiftshader" to compare
-# with sessions 1-5, which ran SwiftShader as the GPU for raster and compositing too.
+# with the earlier benchmark runs, which ran SwiftShader as the GPU for raster and compositing too.
 CHROMIUM_ARGS = list(config.EXPLORER_CHROMIUM_ARGS) + os.environ.get("BENCH_CHROMIUM_EXTRA_ARGS", "").split()
 COLD_STARTS = int(os.environ.get("BENCH_COLD_STARTS", "3"))  # launches timed from the CLI to the overview drawn
 
