@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any
 from builder import config
 from builder.tasks import Task
 from builder.verify import environment, verdict
-from builder.verify.device_gate import DeviceTurn, device_gate
-from builder.verify.pool import build_job, read_result, run_child
+from builder.verify.pool import build_job, read_result, run_in_turn
 from builder.verify.sandbox import SandboxCancelled
 
 if TYPE_CHECKING:
@@ -114,16 +113,10 @@ class BaselineCache:
             scratch = Path(tempfile.mkdtemp(prefix="ka-baseline-"))
             try:
                 job = build_job(task, None, None, options, "baseline", scratch)
-                job["ready_path"], job["go_path"] = str(scratch / "ready"), str(scratch / "go")
                 env, writable = self._compiler_cache()
                 # Set-up and torch.compile's build run beside everything else; the timing owns the device.
-                turn = DeviceTurn(device_gate(options.backend, options.device_index), Path(job["ready_path"]),
-                                  Path(job["go_path"]), "baseline")  # fmt: skip
-                try:
-                    result, outcome = run_child(job, scratch, options, config.BASELINE_TIMEOUT_S, env_extra=env,
-                                                writable=writable, cancel=cancel, on_start=turn.attach)  # fmt: skip
-                finally:
-                    turn.finish()
+                result, outcome = run_in_turn(job, scratch, options, config.BASELINE_TIMEOUT_S, "baseline",
+                                              exclusive=True, env_extra=env, writable=writable, cancel=cancel)  # fmt: skip
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
             if result is None or verdict.speedup(result.get("eager_ms"), 1.0) is None:

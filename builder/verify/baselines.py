@@ -32,15 +32,6 @@ def _first_calls(sets: list[Any], device: str) -> None:
     sync(device)
 
 
-def _await_device(job: dict[str, Any]) -> None:
-    """Say the baselines are ready to time and wait until the parent owns the device for them."""
-    from builder.verify.child import await_word, write_result
-
-    if job.get("ready_path") and job.get("go_path"):
-        write_result(job["ready_path"], {"ready": True})
-        await_word(job["go_path"])
-
-
 def run_baselines(task_module: Any, job: dict[str, Any]) -> dict[str, Any]:
     """{"status", "eager_ms", "compile_ms", "eager_runtime", "compile_runtime", "compile_error", ...}."""
     import torch
@@ -60,7 +51,9 @@ def run_baselines(task_module: Any, job: dict[str, Any]) -> dict[str, Any]:
         _first_calls(compiled_sets, device)
     except Exception as exc:  # noqa: BLE001 - inductor failures are recorded, not raised
         result["compile_error"] = f"torch.compile failed: {exception_text(exc)}"
-    _await_device(job)
+    from builder.verify.child import await_turn
+
+    await_turn(job, "go_path")  # set up: time once the parent owns the device for the baselines
     try:
         eager = measure(eager_sets, device, atol=float(job["atol"]), rtol=float(job["rtol"]), **job_counts(job))
     except Exception as exc:  # noqa: BLE001

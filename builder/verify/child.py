@@ -106,9 +106,7 @@ def run_reference_job(job: dict[str, Any]) -> dict[str, Any]:
     from builder.verify.reference import compute_reference
 
     task_module = _load_task(job)
-    if job.get("ready_path") and job.get("go_path"):  # the device is shared with checks, never with a window
-        write_result(job["ready_path"], {"ready": True})
-        await_word(job["go_path"])
+    await_turn(job, "go_path")  # the device is shared with checks, never with a timing window
     bundle = compute_reference(task_module, job)
     if bundle.manifest.get("error"):
         return {**_failure("runtime_error", bundle.manifest["error"], "task"), "manifest": bundle.manifest}
@@ -126,13 +124,13 @@ def await_word(path: str) -> str:
     return word.read_text().strip()
 
 
-def _await_checks(job: dict[str, Any]) -> None:
-    """Say the task is loaded and wait until the parent grants the checks the device: they may share it with
-    other candidates' checks, never with another's timing window. Candidate code loads only after this."""
-    if not job.get("ready_path") or not job.get("checks_go_path"):
-        return
+def await_turn(job: dict[str, Any], word_key: str) -> str | None:
+    """Say this child is set up (`ready_path`) and wait for the parent's word in job[word_key]: its turn on the
+    device (device_gate). None when the job asks for no hand-shake."""
+    if not job.get("ready_path") or not job.get(word_key):
+        return None
     write_result(job["ready_path"], {"ready": True})
-    await_word(job["checks_go_path"])
+    return await_word(job[word_key])
 
 
 def _await_judgement(job: dict[str, Any]) -> bool:
@@ -177,7 +175,9 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
         return _failure("runtime_error", f"task failed to load: {exception_text(exc)}", "task")
     before = tamper.fingerprint(task_module)
     phases.done("load_task_and_fingerprint")
-    _await_checks(job)
+    # The checks may share the device with other candidates' checks, never with a timing window; candidate code
+    # loads only after the grant.
+    await_turn(job, "checks_go_path")
     phases.done("wait_for_checks")
     try:
         binding = _load_binding(job)

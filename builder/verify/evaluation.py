@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 from builder import config
 from builder.tasks import Task
 from builder.verify import environment, judge, tensor_files
-from builder.verify.device_gate import DeviceGate, DeviceTurn, device_gate, write_word
-from builder.verify.pool import PooledChild, build_job, run_child
+from builder.verify.device_gate import DeviceGate, device_gate, write_word
+from builder.verify.pool import PooledChild, build_job, run_child, run_in_turn
 from builder.verify.reference import public_manifest
 from builder.verify.sandbox import ChildOutcome, SandboxedProcess
 
@@ -129,15 +129,9 @@ def compute_clean_reference(task: Task, options: VerifyOptions, directory: Path)
     try:
         job = build_job(task, None, None, options, "reference", scratch)
         job["outputs_dir"] = str(directory)
-        job["ready_path"], job["go_path"] = str(scratch / "ready"), str(scratch / "go")
-        # Its start-up runs beside anything; its GPU work shares the device with checks, never with a window.
-        turn = DeviceTurn(device_gate(options.backend, options.device_index), Path(job["ready_path"]),
-                          Path(job["go_path"]), "reference", exclusive=False)  # fmt: skip
-        try:
-            result, outcome = run_child(job, scratch, options, config.REFERENCE_TIMEOUT_S, writable=[directory],
-                                        on_start=turn.attach)  # fmt: skip
-        finally:
-            turn.finish()
+        # Its GPU work shares the device with checks, never with a timing window.
+        result, outcome = run_in_turn(job, scratch, options, config.REFERENCE_TIMEOUT_S, "reference", exclusive=False,
+                                      writable=[directory])  # fmt: skip
         if result is None or not isinstance(result.get("manifest"), dict):
             if outcome.timed_out:
                 how = f"timed out after {config.REFERENCE_TIMEOUT_S:g} s"

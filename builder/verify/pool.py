@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from builder.verify.device_gate import DeviceTurn, device_gate
 from builder.verify.sandbox import ChildOutcome, SandboxedProcess, run_sandboxed
 
 if TYPE_CHECKING:
@@ -227,3 +228,16 @@ def run_child(job: dict[str, Any], scratch: Path, options: VerifyOptions, timeou
             on_start=on_start,
         )
     return read_result(Path(job["result_path"])), outcome
+
+
+def run_in_turn(job: dict[str, Any], scratch: Path, options: VerifyOptions, timeout_s: float, purpose: str,
+                exclusive: bool, **run_kwargs: Any) -> tuple[dict[str, Any] | None, ChildOutcome]:  # fmt: skip
+    """`run_child` for a trusted child (reference, baseline) that asks for its turn on the device once set up:
+    its start-up runs beside anything, its device work in a shared or an exclusive hold (`device_gate`)."""
+    job["ready_path"], job["go_path"] = str(scratch / "ready"), str(scratch / "go")
+    gate = device_gate(options.backend, options.device_index)
+    turn = DeviceTurn(gate, Path(job["ready_path"]), Path(job["go_path"]), purpose, exclusive=exclusive)
+    try:
+        return run_child(job, scratch, options, timeout_s, on_start=turn.attach, **run_kwargs)
+    finally:
+        turn.finish()
