@@ -276,8 +276,14 @@ def compile_many(
             pending += 1
         if executor is None:
             run(fn, arg)
-        else:
+            return
+        try:
             executor.submit(run, fn, arg)
+        except RuntimeError as exc:  # the pool was shut down (a stopping build): count it as ended
+            errors.append(exc)
+            with done:
+                pending -= 1
+                done.notify_all()
 
     def run(fn: Callable[[Any], None], arg: Any) -> None:
         nonlocal pending

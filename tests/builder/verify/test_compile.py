@@ -220,3 +220,18 @@ def test_a_failed_batch_is_bisected_down_to_the_candidate_that_fails_alone():
     assert sorted(builds, reverse=True) == [8, 4, 4, 2, 2, 1, 1]  # 8 fails; 4 ok + 4 fails; 2 ok + 2 fails; 1 + 1
     assert all(results[i].symbol_prefix == f"c{i}." for i in (0, 1, 2, 3, 6, 7))  # from shared builds
     assert results[4].symbol_prefix == "" and results[4].batch_size == 1  # its pair failed: built alone
+
+
+def test_a_bisect_into_a_closed_pool_ends_instead_of_waiting_forever():
+    good = "#include <torch/extension.h>\ntorch::Tensor forward(torch::Tensor x) {{ return x + {n}; }}\n"
+    bind = 'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward); }\n'
+    sources = [(good.format(n=n) + bind, "cpp") for n in range(4)]
+    assert len(batching.plan_batches(sources, 4)[0]) == 1  # one shared build, to be bisected
+    executor = ThreadPoolExecutor(2)
+
+    def failing_then_closing(source: str, language: str) -> CompileResult:
+        executor.shutdown(wait=False)  # the build is being stopped while this batch fails
+        return CompileResult(ok=False, error="x.cpp: error: BAD")
+
+    with pytest.raises(RuntimeError):
+        batching.compile_many(sources, failing_then_closing, batch_size=4, executor=executor)
