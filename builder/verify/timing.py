@@ -316,17 +316,18 @@ def side_stream_timing_reason(bound: Any, pristine: list[Any]) -> str | None:
     import torch
 
     event_ms, host_ms = [], []
-    for _ in range(config.SIDE_STREAM_CALLS):
-        inputs = snapshot(pristine)
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        begin = time.perf_counter()
-        start.record()
-        bound.call(*inputs)
-        end.record()
-        torch.cuda.synchronize()
-        host_ms.append((time.perf_counter() - begin) * 1e3)
-        event_ms.append(start.elapsed_time(end))
+    with torch.no_grad():  # as in the checks: parameters require grad, and out= ops refuse autograd
+        for _ in range(config.SIDE_STREAM_CALLS):
+            inputs = snapshot(pristine)
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin = time.perf_counter()
+            start.record()
+            bound.call(*inputs)
+            end.record()
+            torch.cuda.synchronize()
+            host_ms.append((time.perf_counter() - begin) * 1e3)
+            event_ms.append(start.elapsed_time(end))
     event, host = statistics.median(event_ms), statistics.median(host_ms)
     gap = host - event
     if gap > max(config.SIDE_STREAM_TOLERANCE * host, config.SIDE_STREAM_MIN_GAP_MS):

@@ -385,6 +385,32 @@ def test_a_global_numeric_setting_is_tampering(scale_shift):
     assert "default_dtype" in result["flag_notes"]["tampers_reference"]
 
 
+def test_the_reference_is_computed_without_tf32_or_reduced_precision_and_the_defaults_come_back():
+    # cuDNN's TF32 default made a float32 convolution's reference itself ~1e-3 off: exact kernels then
+    # failed atol=rtol=1e-3 for some seeds. Every reference call runs with those switches off.
+    seen = []
+
+    class Spy(torch.nn.Module):
+        def forward(self, x):
+            matmul = torch.backends.cuda.matmul
+            seen.append((torch.backends.cudnn.allow_tf32, matmul.allow_tf32,
+                         matmul.allow_fp16_reduced_precision_reduction, matmul.allow_bf16_reduced_precision_reduction))  # fmt: skip
+            return x * 2
+
+    before = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = True
+    try:
+        out = reference.run_reference(Spy(), [torch.ones(3)], "cpu")
+        assert torch.backends.cudnn.allow_tf32 is True
+        with pytest.raises(reference.ReferenceFailure):
+            reference.run_reference(lambda x: 1 / 0, [torch.ones(3)], "cpu")
+        assert torch.backends.cudnn.allow_tf32 is True  # put back after a failing reference too
+    finally:
+        torch.backends.cudnn.allow_tf32 = before
+    assert seen == [(False, False, False, False)]
+    assert torch.equal(out, torch.full((3,), 2.0))
+
+
 def test_tamper_fingerprint_sees_no_change_from_the_checks_own_work(scale_shift):
     from builder.verify import tamper
 
