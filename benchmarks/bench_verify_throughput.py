@@ -221,6 +221,7 @@ def measure_stream(pairs, options: VerifyOptions, label: str) -> dict[str, float
             f"{label}: evaluation child wall s/kernel (mean)": statistics.mean(eval_s) if eval_s else float("nan"),
             f"{label}: timing windows s/kernel": owned.get("timing", 0.0) / n,
             f"{label}: owners waiting for checks s/kernel": (gate.stats.owner_wait_s - before.owner_wait_s) / n,
+            f"{label}: checks yielded to a window per kernel": (gate.stats.yields - before.yields) / n,
             f"{label}: clean reference s/task": verifier.references.compute_s / tasks,
             f"{label}: measured baselines s/task": owned.get("baseline", 0.0) / tasks,
             f"{label}: wall s/kernel not in a timing window or baseline":

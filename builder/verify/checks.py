@@ -201,9 +201,11 @@ class CandidateRun:
         }
 
 
-def run_candidate_side(binding: Any, task_module: Any, job: dict[str, Any], manifest: dict[str, Any]) -> CandidateRun:
+def run_candidate_side(binding: Any, task_module: Any, job: dict[str, Any], manifest: dict[str, Any],
+                       between_trials: Callable[[], None] | None = None) -> CandidateRun:  # fmt: skip
     """Every candidate call of the checks; never computes a trial's reference. `manifest` is the clean
-    reference's public manifest (sizes, shapes, responsive targets, probe seed)."""
+    reference's public manifest (sizes, shapes, responsive targets, probe seed). `between_trials` runs before
+    every trial but the first and before the probe (the child yields the device there to a waiting window)."""
     import torch
 
     binding = binding if isinstance(binding, CandidateBinding) else FunctionalBinding(binding)
@@ -211,7 +213,8 @@ def run_candidate_side(binding: Any, task_module: Any, job: dict[str, Any], mani
     run = CandidateRun()
     try:
         with torch.no_grad():
-            _trials(binding, task_module, job, device, manifest, run)
+            _trials(binding, task_module, job, device, manifest, run, between_trials or _no_pause)
+            (between_trials or _no_pause)()
             model, inputs = instantiate(task_module, int(manifest["probe_seed"]), device)
             try:
                 run.outputs["probe"] = run_reference(model, inputs, device)
@@ -222,11 +225,17 @@ def run_candidate_side(binding: Any, task_module: Any, job: dict[str, Any], mani
     return run
 
 
+def _no_pause() -> None:
+    pass
+
+
 def _trials(binding: CandidateBinding, task_module: Any, job: dict, device: str, manifest: dict[str, Any],
-            run: CandidateRun) -> None:  # fmt: skip
+            run: CandidateRun, between_trials: Callable[[], None]) -> None:  # fmt: skip
     tolerance = (float(job["atol"]), float(job["rtol"]))
     out_bytes = [int(n) for n in manifest.get("output_bytes") or []]
     for index, seed in enumerate(trial_seeds(job)):
+        if index:
+            between_trials()
         model, inputs = instantiate(task_module, seed, device)
         pristine = snapshot(inputs)
         bound = binding.bind(model, task_module, seed, device)

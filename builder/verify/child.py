@@ -133,6 +133,34 @@ def await_turn(job: dict[str, Any], word_key: str) -> str | None:
     return await_word(job[word_key])
 
 
+class YieldPoint:
+    """Between two trials of the checks: if the parent asks (`pause.N`, an owner waits for the device), finish
+    this process's device work, answer `paused.N` and wait for `resume.N`. The checks' verdicts do not depend
+    on it: every trial starts from its own inputs, and nothing of this process is touched meanwhile."""
+
+    def __init__(self, job: dict[str, Any]) -> None:
+        self.pause = Path(job["pause_path"]) if job.get("pause_path") else None
+        self.device = "cuda" if job.get("backend") == "cuda" else "cpu"
+        self.round = 1
+        self.waited_s = 0.0
+
+    def __call__(self) -> None:
+        if self.pause is None or not self.pause.with_name(f"{self.pause.name}.{self.round}").exists():
+            return
+        from builder.verify.checks import CandidateFailure, exception_text
+        from builder.verify.compare import sync
+
+        began = time.perf_counter()
+        try:
+            sync(self.device)  # nothing of ours left queued (side streams too) on the device the owner times on
+        except Exception as exc:  # noqa: BLE001 - a CUDA error the candidate's work left
+            raise CandidateFailure(exception_text(exc)) from None
+        self.pause.with_name(f"paused.{self.round}").write_text("paused")
+        await_word(str(self.pause.with_name(f"resume.{self.round}")))
+        self.round += 1
+        self.waited_s += time.perf_counter() - began
+
+
 def _await_judgement(job: dict[str, Any]) -> bool:
     """Wait for the parent's word on the checks' outputs: time the candidate only if they passed (the timing
     budget is not spent on incorrect kernels) and once the device is the window's alone."""
@@ -186,8 +214,10 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - untrusted module code runs on import
         return _failure("runtime_error", f"candidate failed to load: {exception_text(exc)}", "candidate")
     phases.done("load_candidate")
-    run = run_candidate_side(binding, task_module, job, manifest)
+    yield_point = YieldPoint(job)
+    run = run_candidate_side(binding, task_module, job, manifest, between_trials=yield_point)
     phases.done("checks")
+    phases.seconds["checks_yielded_to_timing"] = round(yield_point.waited_s, 4)  # within "checks"
     if changed := tamper.changes(before, tamper.fingerprint(task_module)):
         run.flag("tampers_reference", "; ".join(changed))
     phases.done("fingerprint_after")

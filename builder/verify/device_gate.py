@@ -10,6 +10,10 @@ but a timing window must see the device as if it were alone on it:
   timing.
 - On CUDA builds a few cores per GPU are kept for its timing windows (`keep_timing_cores`): every sandboxed
   child starts on the other cores, and the process that owns the device moves onto them.
+- A waiting owner need not wait for a long check to end: between two trials (its GPU work synchronised) a
+  checking child looks for the parent's `pause.N`, answers `paused.N`, gives its shared hold back and waits for
+  `resume.N`, which comes once it holds the device shared again. A child that never yields only makes the
+  owner wait for its checks' end.
 - The hand-shake is the children's courtesy; the enforcement is SIGSTOP. Every evaluation child of the device
   is a *member* of its gate; while one owns the device, every other member is stopped (its process group and
   any escaped descendant), so no other candidate's code, a thread it left running say, can launch work into
@@ -45,7 +49,8 @@ class GateStats:
     owned_s: float = 0.0  # seconds held exclusively (timing windows, baselines, ncu)
     owned_count: int = 0
     shared_count: int = 0
-    owner_wait_s: float = 0.0  # seconds owners waited for checks in flight to end
+    owner_wait_s: float = 0.0  # seconds owners waited for checks in flight to end (or to yield)
+    yields: int = 0  # checks that gave the device up between two trials for a waiting owner
     pauses: int = 0  # members stopped for another's window
     by_purpose: dict[str, float] = field(default_factory=dict)  # owned seconds per purpose
 
@@ -92,8 +97,10 @@ class DeviceGate:
             self.stats.shared_count += 1
             return True
 
-    def release_shared(self) -> None:
+    def release_shared(self, yielded: bool = False) -> None:
+        """`yielded`: given up between two trials for a waiting owner, to be taken again after it."""
         with self._cond:
+            self.stats.yields += yielded
             self._sharing -= 1
             assert self._sharing >= 0, "shared hold released twice"
             self._cond.notify_all()
@@ -141,6 +148,10 @@ class DeviceGate:
 
     def owner(self) -> object | None:
         return self._owner
+
+    def owner_waiting(self) -> bool:
+        """An owner waits for the checks in flight: a checking child that can yield (between trials) should."""
+        return self._owners_waiting > 0
 
 
 class Exclusive:

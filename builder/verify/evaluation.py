@@ -184,12 +184,32 @@ class _Watcher(threading.Thread):
             return
         self._shared = True
         self._say("checks_go_path", "checks")
+        pause = Path(self.job["pause_path"]) if self.job.get("pause_path") else None
+        round_, asked = 1, False
         while not self.done.is_set():
             if tensor_files.is_complete(directory):
                 self._release_shared()
                 self._judge(directory)
                 return
+            if pause is not None and not asked and self.gate.owner_waiting():
+                write_word(pause.with_name(f"{pause.name}.{round_}"), "pause")
+                asked = True
+            if pause is not None and asked and pause.with_name(f"paused.{round_}").exists():
+                if not self._yield_turn():
+                    return
+                write_word(pause.with_name(f"resume.{round_}"), "resume")
+                round_, asked = round_ + 1, False
             self.done.wait(config.JUDGE_POLL_S)
+
+    def _yield_turn(self) -> bool:
+        """The child paused between two trials (its work synchronised): let the waiting owner have the device,
+        then take the shared hold again. False when the child ended meanwhile."""
+        self._shared = False
+        self.gate.release_shared(yielded=True)
+        if not self._granted(lambda: self.gate.acquire_shared(abort=self.done)):
+            return False
+        self._shared = True
+        return True
 
     def _granted(self, acquire) -> bool:
         """Wait for a hold on the device; the child's clock stands still meanwhile (it waits on us)."""
@@ -249,6 +269,7 @@ def run_judged(job: dict[str, Any], scratch: Path, options: VerifyOptions, refer
     job["go_path"] = str(scratch / "go")
     job["ready_path"] = str(scratch / "ready")
     job["checks_go_path"] = str(scratch / "checks_go")
+    job["pause_path"] = str(scratch / "pause")  # pause.N / paused.N / resume.N: checks yielding to an owner
     watcher = _Watcher(job, reference, device_gate(options.backend, options.device_index))
     try:
         result, outcome = run_child(job, scratch, options, options.timeout_s, pooled, on_start=watcher.attach)

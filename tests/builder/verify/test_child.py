@@ -224,3 +224,44 @@ def test_baseline_mode_times_eager_and_compile(tmp_path):
     # torch.compile needs a working C++ toolchain; either it is timed or the reason is recorded.
     assert (result["compile_ms"] or 0) > 0 or result["compile_error"]
     assert result["timing_method"] == result["timing_method"].strip() and "perf_counter" in result["timing_method"]
+
+
+def test_a_yield_point_pauses_only_when_asked_and_waits_for_the_resume_word(tmp_path):
+    import threading
+    import time
+
+    from builder.verify.child import YieldPoint
+
+    point = YieldPoint({"pause_path": str(tmp_path / "pause"), "backend": "cpu"})
+    point()  # not asked: returns at once, nothing written
+    assert not (tmp_path / "paused.1").exists()
+    (tmp_path / "pause.1").write_text("pause")
+    waiting = threading.Thread(target=point)
+    waiting.start()
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "paused.1").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert (tmp_path / "paused.1").exists()
+    time.sleep(0.2)
+    assert waiting.is_alive()  # no resume word yet
+    (tmp_path / "resume.1").write_text("resume")
+    waiting.join(10)
+    assert not waiting.is_alive()
+    assert point.round == 2 and point.waited_s >= 0.2
+    point()  # round 2 was not asked for: the old pause.1 does not pause it again
+    assert not (tmp_path / "paused.2").exists()
+
+
+def test_the_checks_offer_a_yield_point_between_trials_and_before_the_probe():
+    from builder.tasks import load_task_module
+    from builder.tasks.suite import describe_task_file
+    from builder.verify import checks, reference
+
+    module = load_task_module(describe_task_file(FIXTURES / "tasks" / "level1" / "1_scale_shift.py"))
+    job = {"backend": "cpu", "seeds": [11, 22, 33], "trials": 3, "atol": 1e-4, "rtol": 1e-4, "profile": False}
+    manifest = reference.compute_reference(module, job).public_manifest()
+    calls = []
+    run = checks.run_candidate_side(lambda x, w, b: x * w + b, module, job, manifest,
+                                    between_trials=lambda: calls.append(1))  # fmt: skip
+    assert run.trials == 3 and run.error is None
+    assert len(calls) == 3  # before trials 2 and 3, and before the probe

@@ -60,11 +60,36 @@ def test_checks_run_side_by_side_and_no_window_shares_the_device(task, options):
     assert "window" not in logs[3]  # the incorrect one was never timed
     windows = [log["window"] for log in logs if "window" in log]
     assert len(windows) == 3
-    for window in windows:  # a window shares the device with no check and no other window
-        assert not any(overlaps(window, log["checks"]) for log in logs)
+    for window in windows:  # a window shares the device with no running check and no other window
+        assert not any(overlaps(window, span) for log in logs for span in log["check_segments"])
         assert sum(overlaps(window, other) for other in windows) == 1  # itself
     assert stats.owned_count - owned_before == 3
     assert any(overlaps(a["checks"], b["checks"]) for a, b in combinations(logs, 2))  # checks did run together
+
+
+def test_long_checks_yield_between_trials_to_a_waiting_window_and_a_child_that_does_not_is_waited_for(task,
+                                                                                                         options):  # fmt: skip
+    options = replace(options, trials=6)
+    reference = ReferenceCache().get(task, options)
+    stats = device_gate("cpu").stats
+    yields_before = stats.yields
+
+    def race(long_checks):
+        with ThreadPoolExecutor(2) as pool:
+            slow = pool.submit(judged, task, options, reference, long_checks, "slow")
+            quick = pool.submit(judged, task, options, reference, {"checks_s": 1.5, "window_s": 0.3}, "quick")
+            return slow.result()["gate_log"], quick.result()["gate_log"]
+
+    slow, quick = race({"checks_s": 6.0, "wrong_output": True})
+    window = quick["window"]
+    assert window[1] < slow["checks"][1] - 1.0  # timed while the long checks were yielded, not after them
+    assert len(slow["check_segments"]) >= 2
+    assert not any(overlaps(window, span) for span in slow["check_segments"])
+    assert stats.yields > yields_before
+
+    slow, quick = race({"checks_s": 3.0, "wrong_output": True, "yields": False})
+    assert len(slow["check_segments"]) == 1
+    assert quick["window"][0] >= slow["check_segments"][0][1]  # waited for checks that would not yield
 
 
 def test_a_crashing_neighbour_changes_no_verdict(task, options):
