@@ -166,7 +166,8 @@ def render_card(facts: CardFacts, configs: dict[str, dict[str, dict[str, Any]]])
         "near-zero outputs cannot pass unnoticed.",
         "- The reference is computed in a clean process that never loads candidate code, and the comparison is made "
         "by the builder, not in the candidate's process: a kernel that changes what the reference computes when it "
-        "loads cannot pass, and is flagged `tampers_reference`.",
+        "loads cannot pass, and is flagged `tampers_reference`. It runs at its dtype's full precision (no TF32, no "
+        "reduced-precision fp16/bf16 reductions); eager is timed with PyTorch's defaults.",
         "- Speedups over eager come from PyTorch eager timed beside the kernel in alternating blocks of one window "
         "(`speedup_eager_iqr` is their spread); `eager_clean_ms` is eager in a clean process.",
         "",
