@@ -47,6 +47,9 @@ MIN_TIMING_BLOCKS = 4  # blocks before the time budget may end the window (the r
 # A window ends early, after MIN_TIMING_BLOCKS, once the per-block eager/candidate ratios and the candidate's
 # per-block medians each vary by at most this (IQR / median): further blocks would not move the figures.
 TIMING_STABLE_SPREAD = 0.02
+# Opens the timing_method clause that says a window ended once settled: an outcome, not a change of method
+# (reverify compares methods without it).
+TIMING_SETTLED_CLAUSE = "stopped once"
 EAGER_CROSSCHECK_TOLERANCE = 0.10  # in-window eager vs the clean process's: past this, re-measure the clean one
 L2_FLUSH_BYTES = 256 << 20  # larger than any Hopper L2 (50-60 MB)
 SUSPICIOUS_SPEEDUP = 10.0

@@ -11,6 +11,7 @@ are compared as correct / not correct and it has no flags to compare.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ class OldVerdict:
     flags: tuple[str, ...] | None  # None when the archive stores no flags
     speedup: float | None
     from_record: bool  # our own stored record (full status) rather than a claim
+    timing_method: str | None = None  # how the stored speedup was measured (ours only)
 
 
 def _get(record: Any, name: str) -> Any:
@@ -48,7 +50,8 @@ def old_verdict(new_record: Any, recorded: Mapping[str, Any] | None) -> OldVerdi
     """What the archive said of the kernel `new_record` re-verified."""
     if recorded is not None:
         flags = tuple(sorted(recorded.get("flags") or ()))
-        return OldVerdict(recorded.get("status") or UNKNOWN, flags, _number(recorded.get("speedup_eager")), True)
+        return OldVerdict(recorded.get("status") or UNKNOWN, flags, _number(recorded.get("speedup_eager")), True,
+                          recorded.get("timing_method"))  # fmt: skip
     claimed = _get(new_record, "claimed_correct")
     status = UNKNOWN if claimed is None else ("correct" if claimed else NOT_CORRECT)
     return OldVerdict(status, None, _number(_get(new_record, "claimed_speedup")), False)
@@ -69,6 +72,19 @@ def speedup_ratio(old: OldVerdict, new_status: str, new_speedup: Any) -> float |
     if old.status != "correct" or new_status != "correct" or old.speedup is None or new is None:
         return None
     return new / old.speedup
+
+
+def same_method(old: str | None, new: str | None) -> bool | None:
+    """Whether two records' speedups were measured the same way: call and block counts aside, and whether the
+    window ended early once settled (the same rule, another outcome). None when either does not say."""
+    if not old or not new:
+        return None
+    return _method_rule(old) == _method_rule(new)
+
+
+def _method_rule(method: str) -> str:
+    clauses = [c for c in method.split("; ") if not c.startswith(config.TIMING_SETTLED_CLAUSE)]
+    return re.sub(r"\d+", "N", "; ".join(clauses))
 
 
 def _first_line(text: str | None) -> str | None:
@@ -102,6 +118,8 @@ def build_report(
     flags_removed: Counter = Counter()
     agree = compared = flags_compared = flags_changed = 0
     ratios: list[float] = []
+    same_method_ratios: list[float] = []
+    other_method = 0
     moved: list[dict[str, Any]] = []
     records = list(new_records)
     for record in records:
@@ -125,6 +143,10 @@ def build_report(
         ratio = speedup_ratio(old, new_status, _get(record, "speedup_eager"))
         if ratio is not None:
             ratios.append(ratio)
+            method = same_method(old.timing_method, _get(record, "timing_method"))
+            other_method += method is False
+            if method:
+                same_method_ratios.append(ratio)
         slower_or_faster = ratio is not None and abs(ratio - 1) > tolerance
         if same is False or slower_or_faster:
             moved.append(
@@ -146,6 +168,7 @@ def build_report(
     # Verdict changes first, then the largest speedup changes.
     moved.sort(key=lambda m: (m["why"] != "verdict", -abs(math.log(m["speedup_ratio"] or 1.0)), m["task_id"]))
     within = sum(1 for r in ratios if abs(r - 1) <= tolerance)
+    within_same = sum(1 for r in same_method_ratios if abs(r - 1) <= tolerance)
     report: dict[str, Any] = {
         **dict(context or {}),
         "kernels": len(records),
@@ -168,6 +191,11 @@ def build_report(
             "within_tolerance": within,
             "share_within": _share(within, len(ratios)),
             "ratio_quantiles": _quantiles(ratios),
+            # Stored speedups measured another way (an older builder, say): their ratios hold the change of method
+            # as well. The held line counts every pair; these say how far the method explains what moved.
+            "other_method": other_method,
+            "same_method_compared": len(same_method_ratios),
+            "same_method_within": within_same,
         },
         "moved": moved,
     }
@@ -268,6 +296,12 @@ def render_markdown(report: Mapping[str, Any]) -> str:
             "",
             *_table(list(quantiles), [list(quantiles.values())]),
         ]
+        if speedup.get("other_method"):
+            same = speedup["same_method_compared"]
+            lines += ["", f"{speedup['other_method']} of these old speedups were measured by another method (their "
+                      "`timing_method` differs from this run's): their ratios hold the change of method as well. "
+                      + (f"Of the {same} measured the same way, {speedup['same_method_within']} are within {tol}."
+                         if same else "None was measured the same way.")]  # fmt: skip
     else:
         lines.append("No kernel has a speedup on both sides.")
     moved = report["moved"]

@@ -174,7 +174,8 @@ def measure(
                     break
     method = describe_method(device, warmup_calls, len(samples), len(sets))
     if settled:
-        method += f"; stopped once the medians of {chunk}-call blocks varied by <= {config.TIMING_STABLE_SPREAD:.0%}"
+        spread = config.TIMING_STABLE_SPREAD
+        method += f"; {config.TIMING_SETTLED_CLAUSE} the medians of {chunk}-call blocks varied by <= {spread:.0%}"
     return {"runtime": _stats(samples), "timing_method": method, "first_outputs": timer.first_outputs}
 
 
@@ -233,7 +234,8 @@ def measure_interleaved(
         "calls each (speedup = eager median / candidate median over the window; spread from per-block ratios)"
     )
     if stopped_early:
-        method += f"; stopped once the per-block ratios and kernel medians varied by <= {stable:.0%} (IQR/median)"
+        method += (f"; {config.TIMING_SETTLED_CLAUSE} the per-block ratios and kernel medians varied by <= {stable:.0%}"
+                   " (IQR/median)")  # fmt: skip
     return {"runtime": _stats(cand_samples), "eager_window": _stats(eager_samples), "speedup_blocks": ratios,
             "timing_method": method, "first_outputs": candidate.first_outputs}  # fmt: skip
 

@@ -23,7 +23,7 @@ from schemas import required_fields
 # Provenance the re-verified record keeps from the archive's (generator becomes `import`).
 CARRIED_PROVENANCE = ("model", "experiment", "parent_ids", "round", "strategy_declared", "designed_verdict")
 # What the archive said of each kernel, kept for the re-verification report.
-RECORDED_FIELDS = ("status", "flags", "speedup_eager", "runtime_ms", "eager_ms", "backend", "gpu_name")
+RECORDED_FIELDS = ("status", "flags", "speedup_eager", "runtime_ms", "eager_ms", "backend", "gpu_name", "timing_method")
 READ_BATCH_ROWS = 256
 
 

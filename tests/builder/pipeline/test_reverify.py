@@ -92,6 +92,26 @@ def test_held_thresholds(agree, within, expected):
     assert held({"verdicts": {"agreement": None}, "speedup": {"share_within": None}})[0] is None
 
 
+def test_speedups_measured_another_way_are_counted_apart_from_those_measured_alike():
+    cached = "CUDA events; 100 timed calls; eager from a cached baseline"
+    window = "CUDA events; 40 timed calls; PyTorch eager timed the same way in the same window, 4 blocks"
+    records = [new("a", "correct", 1.2, timing_method=window), new("b", "correct", 1.0, timing_method=window),
+               new("c", "correct", 1.0, timing_method=window.replace("4 blocks", "6 blocks") + "; stopped once settled"),
+               new("d", "correct", 1.0)]  # fmt: skip
+    recorded = {("1/1", "a"): {**stored("correct", 1.0), "timing_method": cached},
+                ("1/1", "b"): {**stored("correct", 1.0), "timing_method": window},
+                ("1/1", "c"): {**stored("correct", 1.2), "timing_method": window},  # counts, early stop: the same method
+                ("1/1", "d"): {**stored("correct", 1.0), "timing_method": window}}  # fmt: skip
+    speedup = build_report(records, recorded)["speedup"]
+    assert (speedup["compared"], speedup["within_tolerance"]) == (4, 2)  # the held line still counts every pair
+    assert (speedup["other_method"], speedup["same_method_compared"], speedup["same_method_within"]) == (1, 2, 1)
+    text = render_markdown(build_report(records, recorded))
+    assert "1 of these old speedups were measured by another method" in text
+    assert "Of the 2 measured the same way, 1 are within ±5%" in text
+    alike = build_report(records[1:2], {("1/1", "b"): recorded[("1/1", "b")]})
+    assert alike["speedup"]["other_method"] == 0 and "another method" not in render_markdown(alike)
+
+
 def test_markdown_has_every_section_and_escapes_cells():
     records = [new("a", "compile_error", error="x | y"), new("b", "correct", 1.0)]
     recorded = {("1/1", "a"): stored("correct", 1.0), ("1/1", "b"): stored("correct", 1.0)}

@@ -145,8 +145,10 @@ def test_a_steady_window_stops_after_the_minimum_blocks(module, monkeypatch):
     candidate, eager = sleeping_sets(module, lambda: 0.01), sleeping_sets(module, lambda: 0.02)
     result = timing.measure_interleaved(candidate, eager, "cpu", atol=1e-4, rtol=1e-4, warmup_calls=1,
                                         timed_calls=100, budget_s=60)  # fmt: skip
-    assert len(result["speedup_blocks"]) == timing.config.MIN_TIMING_BLOCKS
-    assert result["runtime"]["n"] == 10 * timing.config.MIN_TIMING_BLOCKS
+    blocks = len(result["speedup_blocks"])
+    # Usually the minimum; a loaded machine's sleep jitter can take a block or two more, never all of them.
+    assert timing.config.MIN_TIMING_BLOCKS <= blocks < timing.config.TIMING_BLOCKS
+    assert result["runtime"]["n"] == 10 * blocks
     assert "stopped once" in result["timing_method"]
     assert result["eager_window"]["median_ms"] / result["runtime"]["median_ms"] == pytest.approx(2.0, rel=0.2)
 
