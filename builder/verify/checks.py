@@ -211,10 +211,11 @@ def run_candidate_side(binding: Any, task_module: Any, job: dict[str, Any], mani
     binding = binding if isinstance(binding, CandidateBinding) else FunctionalBinding(binding)
     device = "cuda" if job.get("backend") == "cuda" else "cpu"
     run = CandidateRun()
+    between_trials = between_trials or _no_pause
     try:
         with torch.no_grad():
-            _trials(binding, task_module, job, device, manifest, run, between_trials or _no_pause)
-            (between_trials or _no_pause)()
+            _trials(binding, task_module, job, device, manifest, run, between_trials)
+            between_trials()
             model, inputs = instantiate(task_module, int(manifest["probe_seed"]), device)
             try:
                 run.outputs["probe"] = run_reference(model, inputs, device)
