@@ -145,7 +145,12 @@ class YieldPoint:
         self.waited_s = 0.0
 
     def __call__(self) -> None:
-        if self.pause is None or not self.pause.with_name(f"{self.pause.name}.{self.round}").exists():
+        from builder.verify.device_gate import yield_words
+
+        if self.pause is None:
+            return
+        asked, paused, resume = yield_words(self.pause, self.round)
+        if not asked.exists():
             return
         from builder.verify.checks import CandidateFailure, exception_text
         from builder.verify.compare import sync
@@ -155,8 +160,8 @@ class YieldPoint:
             sync(self.device)  # nothing of ours left queued (side streams too) on the device the owner times on
         except Exception as exc:  # noqa: BLE001 - a CUDA error the candidate's work left
             raise CandidateFailure(exception_text(exc)) from None
-        self.pause.with_name(f"paused.{self.round}").write_text("paused")
-        await_word(str(self.pause.with_name(f"resume.{self.round}")))
+        paused.write_text("paused")
+        await_word(str(resume))
         self.round += 1
         self.waited_s += time.perf_counter() - began
 

@@ -223,6 +223,13 @@ def write_word(path: Path, word: str) -> None:
     os.replace(temporary, path)
 
 
+def yield_words(pause_path: Path, round_: int) -> tuple[Path, Path, Path]:
+    """Round `round_` of a checking child's yield: the parent's `pause.N`, the child's `paused.N`, the parent's
+    `resume.N` (files next to `pause_path`, in the child's scratch)."""
+    return (pause_path.with_name(f"{pause_path.name}.{round_}"), pause_path.with_name(f"paused.{round_}"),
+            pause_path.with_name(f"resume.{round_}"))  # fmt: skip
+
+
 _gates: dict[tuple[str, int], DeviceGate] = {}
 _gates_lock = threading.Lock()
 _timing_cores: dict[int, set[int]] = {}  # device index -> cores kept for its timing windows

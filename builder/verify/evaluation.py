@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from builder import config
 from builder.tasks import Task
 from builder.verify import environment, judge, tensor_files
-from builder.verify.device_gate import DeviceGate, device_gate, write_word
+from builder.verify.device_gate import DeviceGate, device_gate, write_word, yield_words
 from builder.verify.pool import PooledChild, build_job, run_child, run_in_turn
 from builder.verify.reference import public_manifest
 from builder.verify.sandbox import ChildOutcome, SandboxedProcess
@@ -184,20 +184,20 @@ class _Watcher(threading.Thread):
             return
         self._shared = True
         self._say("checks_go_path", "checks")
-        pause = Path(self.job["pause_path"]) if self.job.get("pause_path") else None
         round_, asked = 1, False
         while not self.done.is_set():
             if tensor_files.is_complete(directory):
                 self._release_shared()
                 self._judge(directory)
                 return
-            if pause is not None and not asked and self.gate.owner_waiting():
-                write_word(pause.with_name(f"{pause.name}.{round_}"), "pause")
+            pause, paused, resume = yield_words(Path(self.job["pause_path"]), round_)
+            if not asked and self.gate.owner_waiting():
+                write_word(pause, "pause")
                 asked = True
-            if pause is not None and asked and pause.with_name(f"paused.{round_}").exists():
+            elif asked and paused.exists():
                 if not self._yield_turn():
                     return
-                write_word(pause.with_name(f"resume.{round_}"), "resume")
+                write_word(resume, "resume")
                 round_, asked = round_ + 1, False
             self.done.wait(config.JUDGE_POLL_S)
 
