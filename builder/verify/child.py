@@ -196,7 +196,7 @@ def run_evaluate(job: dict[str, Any]) -> dict[str, Any]:
 def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
     from builder.verify import tamper, tensor_files
     from builder.verify.checks import exception_text, run_candidate_side
-    from builder.verify.timing import time_candidate
+    from builder.verify.timing import prepare_timing, time_prepared
     from schemas import disqualifying_flags
 
     manifest = job.get("reference")
@@ -226,14 +226,27 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
     if changed := tamper.changes(before, tamper.fingerprint(task_module)):
         run.flag("tampers_reference", "; ".join(changed))
     phases.done("fingerprint_after")
+    result = run.result()
+    device = "cuda" if job.get("backend") == "cuda" else "cpu"
+    wants_timing = result["status"] == "correct" and not set(result["flags"]) & disqualifying_flags()
+    prepared, prepare_error = None, None
+    if wants_timing:  # built while the device is still shared: the window then holds timed calls only
+        try:
+            yield_point()
+            prepared = prepare_timing(binding, task_module, job, device)
+        except Exception as exc:  # noqa: BLE001 - candidate code runs in bind; reported only if it is timed
+            prepare_error = exception_text(exc)
+        phases.done("prepare_timing")
     tensor_files.write_dir(job["outputs_dir"], run.outputs)
     phases.done("write_outputs")
-    result = run.result()
-    if result["status"] != "correct" or set(result["flags"]) & disqualifying_flags():
+    if not wants_timing:
         return result
     timing_granted = _await_judgement(job)
     phases.done("wait_for_judgement_and_device")
     if not timing_granted:
+        return result
+    if prepare_error is not None:
+        result.update(status="runtime_error", error=f"while timing: {prepare_error}", error_origin="candidate")
         return result
     try:
         run.time_side_stream()  # compares clocks: only now that the device is this candidate's alone
@@ -242,23 +255,31 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
         return result
     if "side_stream" in run.flags:
         return run.result()
-    device = "cuda" if job.get("backend") == "cuda" else "cpu"
     try:
-        timed = time_candidate(binding, task_module, job, device)
+        timed = time_prepared(prepared, job, device)
+        first_outputs = tensor_files.pack_each(timed.pop("first_outputs", {}))  # device copies, inside the window
         phases.done("timing")
     except Exception as exc:  # noqa: BLE001 - the candidate raised while being timed
         result.update(status="runtime_error", error=f"while timing: {exception_text(exc)}", error_origin="candidate")
         return result
+    _say_timed(job)
     if "error" in timed:  # outputs went stale across calls: a cached result
         result.update(status="incorrect", error=timed["error"])
         return result
-    tensor_files.write_dir(job["timing_outputs_dir"], timed.pop("first_outputs"))
+    tensor_files.write_dir(job["timing_outputs_dir"], first_outputs, packed=True)
     if changed := tamper.changes(before, tamper.fingerprint(task_module)):
         result["flags"] = sorted({*result["flags"], "tampers_reference"})
         result["flag_notes"].setdefault("tampers_reference", "while timing: " + "; ".join(changed))
     result.update(timed)
     phases.done("write_timed_outputs_and_fingerprint")
     return result
+
+
+def _say_timed(job: dict[str, Any]) -> None:
+    """The timed calls are over and synchronised: the parent may give the device to the next window while this
+    process writes files and exits (it is stopped, as every member, while another owns the device)."""
+    if job.get("timed_path"):
+        Path(job["timed_path"]).write_text("timed")
 
 
 def run_ncu(job: dict[str, Any]) -> dict[str, Any]:

@@ -235,6 +235,17 @@ class _Watcher(threading.Thread):
             owns = self._granted(lambda: self.gate.acquire_exclusive(self.process, "timing", abort=self.done))
             verdict = "time" if owns else "stop"
         self._say("go_path", verdict)
+        if verdict == "time":
+            self._release_when_timed(Path(self.job["timed_path"]))
+
+    def _release_when_timed(self, timed: Path) -> None:
+        """The child says its timed calls are over and synchronised: the next window need not wait while it
+        writes files and exits (stopped, as every member, while another owns the device)."""
+        while not self.done.wait(config.JUDGE_POLL_S):
+            if timed.exists():
+                assert self.process is not None
+                self.gate.release_exclusive(self.process)
+                return
 
     def _say(self, key: str, word: str) -> None:
         write_word(Path(self.job[key]), word)
@@ -270,6 +281,7 @@ def run_judged(job: dict[str, Any], scratch: Path, options: VerifyOptions, refer
     job["ready_path"] = str(scratch / "ready")
     job["checks_go_path"] = str(scratch / "checks_go")
     job["pause_path"] = str(scratch / "pause")  # pause.N / paused.N / resume.N: checks yielding to an owner
+    job["timed_path"] = str(scratch / "timed")  # the child's timed calls are over: the window may end
     watcher = _Watcher(job, reference, device_gate(options.backend, options.device_index))
     try:
         result, outcome = run_child(job, scratch, options, options.timeout_s, pooled, on_start=watcher.attach)

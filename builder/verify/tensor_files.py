@@ -48,21 +48,31 @@ def pack(named: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def write(path: str | Path, named: dict[str, Any]) -> None:
+    write_packed(path, pack(named))
+
+
+def write_packed(path: str | Path, packed: tuple[dict[str, Any], dict[str, Any]]) -> None:
     from safetensors.torch import save_file
 
-    tensors, meta = pack(named)
+    tensors, meta = packed
     path = Path(path)
     temporary = path.with_name(f".{path.name}.tmp")
     save_file(tensors, str(temporary), metadata={META_KEY: json.dumps(meta)})
     temporary.replace(path)
 
 
-def write_dir(directory: str | Path, named: dict[str, Any]) -> None:
-    """Each named value in its own file, then the index that marks the directory complete."""
+def pack_each(named: dict[str, Any]) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    """name -> `pack` of that name alone: every device copy made now, the files written later (`write_dir`)."""
+    return {name: pack({name: value}) for name, value in named.items()}
+
+
+def write_dir(directory: str | Path, named: dict[str, Any], packed: bool = False) -> None:
+    """Each named value in its own file, then the index that marks the directory complete. `packed`: the values
+    are `pack_each`'s already."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     for name, value in named.items():
-        write(directory / f"{name}.safetensors", {name: value})
+        write_packed(directory / f"{name}.safetensors", value if packed else pack({name: value}))
     (directory / f".{INDEX}.tmp").write_text(json.dumps(list(named)))
     (directory / f".{INDEX}.tmp").replace(directory / INDEX)
 

@@ -191,9 +191,10 @@ def measure_interleaved(
     budget_s: float = config.TIMING_BUDGET_S,
     min_calls: int = config.MIN_TIMED_CALLS,
 ) -> dict[str, Any]:
-    """The candidate and PyTorch eager in one window, in alternating blocks, so that drift and load hit both.
+    """The candidate and PyTorch eager in one window, call by call, so that drift, load and clock changes hit
+    both alike. The calls are grouped into blocks of pairs: one ratio per block, whose spread is the ratio's.
 
-    Returns {"runtime", "eager_window" (stats of both), "speedup_blocks" (eager/candidate median per block pair),
+    Returns {"runtime", "eager_window" (stats of both), "speedup_blocks" (eager/candidate median per block),
     "timing_method", "first_outputs" (the candidate's)}.
     """
     import torch
@@ -213,11 +214,15 @@ def measure_interleaved(
             eager.time_call()
         started = time.perf_counter()
         for block in range(blocks):
-            # Which side goes first alternates, so neither always follows the other's cache or clock state.
-            first, second = (candidate, eager) if block % 2 == 0 else (eager, candidate)
-            first_block = [first.time_call() for _ in range(per_block)]
-            second_block = [second.time_call() for _ in range(per_block)]
-            cand_block, eager_block = (first_block, second_block) if first is candidate else (second_block, first_block)
+            cand_block, eager_block = [], []
+            for pair in range(per_block):
+                # Which side goes first alternates pair by pair, so neither always follows the other.
+                if (block * per_block + pair) % 2 == 0:
+                    cand_block.append(candidate.time_call())
+                    eager_block.append(eager.time_call())
+                else:
+                    eager_block.append(eager.time_call())
+                    cand_block.append(candidate.time_call())
             cand_samples += cand_block
             eager_samples += eager_block
             ratios.append(statistics.median(eager_block) / max(statistics.median(cand_block), 1e-9))
@@ -230,8 +235,9 @@ def measure_interleaved(
                 break
     method = describe_method(device, warmup_calls, len(cand_samples), len(candidate_sets))
     method += (
-        f"; PyTorch eager timed the same way in the same window, {len(ratios)} alternating blocks of {per_block} "
-        "calls each (speedup = eager median / candidate median over the window; spread from per-block ratios)"
+        f"; PyTorch eager timed the same way in the same window, its calls alternating with the candidate's "
+        f"(first side swapped every pair), {len(ratios)} blocks of {per_block} pairs (speedup = eager median / "
+        "candidate median over the window; spread from per-block ratios)"
     )
     if stopped_early:
         method += (f"; {config.TIMING_SETTLED_CLAUSE} the per-block ratios and kernel medians varied by <= {stable:.0%}"
@@ -271,22 +277,40 @@ def job_counts(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def time_candidate(binding: Any, task_module: Any, job: dict[str, Any], device: str) -> dict[str, Any]:
-    """Time a candidate that passed the checks, interleaved with PyTorch eager on the same input sets;
-    `measure_interleaved`'s fields, or {"error"} on a mismatch. Eager runs here only for its time: the tampering
-    checks that follow timing cover it, and the parent cross-checks it against a clean process's eager."""
+@dataclass
+class TimingSets:
+    """A candidate's timing input sets and PyTorch eager's, built before its window (building them is not timed,
+    and the window is the device's one serial resource)."""
+
+    candidate: list[InputSet]
+    eager: list[InputSet]
+
+
+def prepare_timing(binding: Any, task_module: Any, job: dict[str, Any], device: str) -> TimingSets:
+    """The timing input sets of a candidate that passed its checks, from seeds no trial used."""
 
     def make_call(model: Any, seed: int):
         return binding.bind(model, task_module, seed, device).call
 
     seeds = timing_seeds(job)
-    candidate_sets = build_input_sets(task_module, seeds, device, make_call, with_reference=False)
-    eager_sets = build_input_sets(task_module, seeds, device, lambda model, seed: model, with_reference=False)
+    return TimingSets(build_input_sets(task_module, seeds, device, make_call, with_reference=False),
+                      build_input_sets(task_module, seeds, device, lambda model, seed: model, with_reference=False))  # fmt: skip
+
+
+def time_prepared(sets: TimingSets, job: dict[str, Any], device: str) -> dict[str, Any]:
+    """Time a candidate interleaved with PyTorch eager on the same input sets; `measure_interleaved`'s fields, or
+    {"error"} on a mismatch. Eager runs here only for its time: the tampering checks that follow timing cover
+    it, and the parent cross-checks it against a clean process's eager."""
     try:
-        return measure_interleaved(candidate_sets, eager_sets, device, atol=float(job["atol"]),
+        return measure_interleaved(sets.candidate, sets.eager, device, atol=float(job["atol"]),
                                    rtol=float(job["rtol"]), **job_counts(job))  # fmt: skip
     except TimingMismatch as exc:
         return {"error": str(exc)}
+
+
+def time_candidate(binding: Any, task_module: Any, job: dict[str, Any], device: str) -> dict[str, Any]:
+    """`prepare_timing` then `time_prepared`."""
+    return time_prepared(prepare_timing(binding, task_module, job, device), job, device)
 
 
 def side_stream_output_reason(bound: Any, pristine: list[Any]) -> str | None:

@@ -92,6 +92,23 @@ def test_long_checks_yield_between_trials_to_a_waiting_window_and_a_child_that_d
     assert not overlaps(quick["window"], slow["check_segments"][0])  # waited for checks that would not yield
 
 
+def test_a_window_ends_when_the_child_says_its_timed_calls_are_over_not_when_it_exits(task, options):
+    reference = ReferenceCache().get(task, options)
+
+    def race(finishing):
+        with ThreadPoolExecutor(2) as pool:
+            slow = pool.submit(judged, task, options, reference, finishing, "finishing")
+            quick = pool.submit(judged, task, options, reference, {"checks_s": 1.5, "window_s": 0.3}, "next")
+            return slow.result()["gate_log"], quick.result()["gate_log"]
+
+    finishing, following = race({"checks_s": 0.1, "window_s": 0.3, "after_window_s": 4.0})
+    assert following["window"][0] < finishing["after_window"][1] - 1.0  # timed while the other was still ending
+    assert not overlaps(following["window"], finishing["window"])
+
+    finishing, following = race({"checks_s": 0.1, "window_s": 0.3, "after_window_s": 2.0, "says_timed": False})
+    assert following["window"][0] > finishing["after_window"][1]  # no word: its window lasted until its exit
+
+
 def test_a_crashing_neighbour_changes_no_verdict(task, options):
     """Verdicts of a stream with several workers per device do not depend on what ran beside them: every pair
     gets one record, the one it gets alone, whatever crashed, hung or failed next to it."""

@@ -100,7 +100,7 @@ def test_a_stale_output_within_one_input_set_fails_in_the_child(module):
     assert "runtime" not in result and "reused across calls" in result["error"]
 
 
-def test_eager_is_timed_in_alternating_blocks_in_the_same_window(module, monkeypatch):
+def test_eager_is_timed_call_by_call_with_the_candidate_in_the_same_window(module, monkeypatch):
     monkeypatch.setattr(timing.config, "TIMING_STABLE_SPREAD", -1.0)  # every block, however steady
     order = []
 
@@ -121,12 +121,13 @@ def test_eager_is_timed_in_alternating_blocks_in_the_same_window(module, monkeyp
     finally:
         module.Model.forward = real_forward
     timed = order[2 * 2 :]  # after the warm-up calls of both
-    blocks = [timed[i : i + 2] for i in range(0, len(timed), 2)]
+    pairs = [timed[i : i + 2] for i in range(0, len(timed), 2)]
     assert result["runtime"]["n"] == 20 and result["eager_window"]["n"] == 20
     assert len(result["speedup_blocks"]) == 10 and all(r > 0 for r in result["speedup_blocks"])
-    assert blocks[0] == ["candidate", "candidate"] and blocks[1] == ["eager", "eager"]
-    assert blocks[2] == ["eager", "eager"] and blocks[3] == ["candidate", "candidate"]  # the order alternates
-    assert "alternating blocks" in result["timing_method"]
+    assert len(pairs) == 20 and all(sorted(pair) == ["candidate", "eager"] for pair in pairs)  # one call each
+    assert pairs[0] == ["candidate", "eager"] and pairs[1] == ["eager", "candidate"]  # the first side alternates
+    assert pairs[2] == ["candidate", "eager"] and pairs[3] == ["eager", "candidate"]
+    assert "its calls alternating with the candidate's" in result["timing_method"]
 
 
 def sleeping_sets(module, seconds):
