@@ -124,12 +124,30 @@ class CountingVerifier(Verifier):
     def __init__(self, options: VerifyOptions) -> None:
         super().__init__(options)
         self.builds: dict[str, float] = {}
+        self.members: dict[str, int] = {}  # kernels in each build
 
     def _build(self, source, language, cancel=None):
         result = super()._build(source, language, cancel)
         if result is not None and result.cache_key:
             self.builds[result.cache_key] = result.cpu_s or 0.0
+            self.members[result.cache_key] = max(1, source.count(f"{batching.SHARED_MODULE_VAR}.def_submodule("))
         return result
+
+    def compile_by_size(self) -> dict[str, float]:
+        """Core-seconds per build by its kernel count, and a fit core-s = header + per-kernel x kernels: the
+        cost paid once per build against the cost of each kernel (what a batch size trades)."""
+        sizes: dict[int, list[float]] = {}
+        for key, cpu_s in self.builds.items():
+            if cpu_s > 0:
+                sizes.setdefault(self.members[key], []).append(cpu_s)
+        figures = {f"compile core-s per build of {size} (mean of {len(v)})": statistics.mean(v)
+                   for size, v in sorted(sizes.items())}  # fmt: skip
+        points = [(size, cpu_s) for size, values in sizes.items() for cpu_s in values]
+        if len({size for size, _ in points}) >= 2:
+            per_kernel, header = statistics.linear_regression([p[0] for p in points], [p[1] for p in points])
+            figures["compile fit: core-s per build (header)"] = header
+            figures["compile fit: core-s per kernel"] = per_kernel
+        return figures
 
 
 class PhaseLog(logging.Handler):
@@ -213,6 +231,8 @@ def measure_stream(pairs, options: VerifyOptions, label: str) -> dict[str, float
     owned = {k: v - before.by_purpose.get(k, 0.0) for k, v in gate.stats.by_purpose.items()}
     eval_s = [r.eval_s for r in records if r.eval_s is not None]
     busy = sampler.busy_s if sampler.process is not None else float("nan")
+    for name, value in verifier.compile_by_size().items():
+        print(f"  {label}: {name:52s} {value:8.2f}")
     return {f"{label}: kernels": len(records), f"{label}: tasks": tasks, f"{label}: wall s": wall,
             f"{label}: first record after s": first or float("nan"),
             f"{label}: VERIFIED KERNELS/HOUR": len(records) / wall * 3600,

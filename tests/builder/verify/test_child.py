@@ -133,6 +133,9 @@ def test_compiled_correct_candidate_from_shared_build(tmp_path, shared_cpu_build
     assert "perf_counter" in result["timing_method"] and "2 input sets" in result["timing_method"]
     assert result["own_kernel_fraction"] > 0.5
     assert result["max_diff"] is not None and result["max_diff"] < 1e-5  # judged against the clean reference
+    phases = list(result["phase_s"])  # its timing sets were built before its outputs went to the judge
+    assert phases.index("prepare_timing") < phases.index("write_outputs") < phases.index("timing")
+    assert (tmp_path / "timed").read_text() == "timed"  # it said when its timed calls were over
 
 
 def test_compiled_first_row_only_candidate_is_caught(tmp_path, shared_cpu_build, clean_reference):
