@@ -168,8 +168,8 @@ def render_card(facts: CardFacts, configs: dict[str, dict[str, dict[str, Any]]])
         "by the builder, not in the candidate's process: a kernel that changes what the reference computes when it "
         "loads cannot pass, and is flagged `tampers_reference`. It runs at its dtype's full precision (no TF32, no "
         "reduced-precision fp16/bf16 reductions); eager is timed with PyTorch's defaults.",
-        "- Speedups over eager come from PyTorch eager timed beside the kernel in alternating blocks of one window "
-        "(`speedup_eager_iqr` is their spread); `eager_clean_ms` is eager in a clean process.",
+        "- Speedups over eager come from PyTorch eager timed beside the kernel in one window, its calls alternating "
+        "with the kernel's (`speedup_eager_iqr` is the spread of per-block ratios); `eager_clean_ms` is eager in a clean process.",
         "",
         "Checks (flags) and how often they fired:\n",
         _table(["flag", "disqualifying", "meaning", "records"], check_rows),
