@@ -39,13 +39,22 @@ def load_task_module(task: Task, size: str = "full") -> ModuleType:
 
 
 def instantiate(module: ModuleType, seed: int, device: str = "cpu", dtype: Any = None) -> tuple[Any, list[Any]]:
-    """Build (model, inputs) under `seed`: parameters from one generator state, inputs from the next."""
+    """Build (model, inputs) under `seed`: parameters from one generator state, inputs from the next.
+
+    They are made on `device` directly, from its own generator (a GPU draws a 128 M-value input in a millisecond,
+    a CPU core in a second). A task whose construction needs host tensors (a `.numpy()` call, say) is built on
+    the CPU and moved: the same way in every process, since it depends on the task's code alone."""
     import torch
 
-    torch.manual_seed(seed)
-    init_inputs = module.get_init_inputs()
-    model = module.Model(*init_inputs)
-    inputs = module.get_inputs()
+    try:
+        with torch.device(device):
+            model, inputs = _construct(module, seed)
+    except torch.OutOfMemoryError:
+        raise  # not the task's code: falling back here could give this process other inputs than another's
+    except Exception:  # noqa: BLE001 - the task's own code; it raises again below if the CPU cannot build it
+        if device == "cpu":
+            raise
+        model, inputs = _construct(module, seed)
     model = model.to(device)
     if dtype is not None:
         model = model.to(dtype)
@@ -57,3 +66,11 @@ def instantiate(module: ModuleType, seed: int, device: str = "cpu", dtype: Any =
                 value = value.to(dtype)
         moved.append(value)
     return model.eval(), moved
+
+
+def _construct(module: ModuleType, seed: int) -> tuple[Any, list[Any]]:
+    import torch
+
+    torch.manual_seed(seed)
+    model = module.Model(*module.get_init_inputs())
+    return model, list(module.get_inputs())

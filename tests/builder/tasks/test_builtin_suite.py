@@ -180,3 +180,34 @@ def test_full_size_reference_on_gpu_is_not_degenerate(task_id):
     assert degeneracy_problems(reference, atol, rtol) == []
     del model, inputs
     torch.cuda.empty_cache()
+
+
+@pytest.mark.parametrize("task_id", ids)
+def test_model_and_inputs_are_made_on_the_target_device_directly(task_id):
+    """On a GPU the builder draws inputs there (`instantiate` under a device context); every built-in task must
+    build that way without falling back to the CPU. The meta device stands in for the GPU here."""
+    from builder.tasks.loading import _construct
+
+    task, *_ = _prepared(task_id)
+    module = load_task_module(task, size="cpu")
+    with torch.device("meta"):
+        model, inputs = _construct(module, SEED)
+    _, cpu_inputs = instantiate(module, SEED)
+    assert all(p.is_meta for p in model.parameters())
+    assert [(t.shape, t.dtype, t.is_meta) for t in inputs if isinstance(t, torch.Tensor)] == [
+        (t.shape, t.dtype, True) for t in cpu_inputs if isinstance(t, torch.Tensor)
+    ]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("task_id", ids[:12])
+def test_inputs_drawn_on_the_gpu_are_deterministic_under_a_seed(task_id):
+    module = load_task_module(SUITE.get(task_id), size="full")
+    (model, inputs), (same_model, same_inputs) = instantiate(module, SEED, "cuda"), instantiate(module, SEED, "cuda")
+    _, other_inputs = instantiate(module, OTHER_SEED, "cuda")
+    for a, b, c in zip(inputs, same_inputs, other_inputs, strict=True):
+        assert a.is_cuda and torch.equal(a, b) and not torch.equal(a, c)
+    for a, b in zip(model.state_dict().values(), same_model.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    del model, inputs, same_model, same_inputs, other_inputs
+    torch.cuda.empty_cache()
