@@ -198,6 +198,32 @@ def shared_source(wrapped: Sequence[WrappedCandidate], names: Sequence[str]) -> 
     return f"{chr(10).join(includes)}\n\n{bodies}\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, {SHARED_MODULE_VAR}) {{\n{calls}\n}}\n"
 
 
+NAMESPACE_OPEN = re.compile(r"^namespace ka_c(\d+) \{$")
+NAMESPACE_CLOSE = re.compile(r"^\}  // namespace ka_c(\d+)$")
+
+
+def blame(failed: CompileResult, source: str) -> set[int]:
+    """The candidates (indices) a failed shared build's errors point at: lines inside a candidate's namespace,
+    or its namespace named. Empty when any error line lies outside every candidate (an include, the glue) or
+    nothing was located: the caller then bisects."""
+    where = failed.extra.get("error_at") or {}
+    lines, named = where.get("lines") or [], where.get("namespaces") or []
+    spans: list[tuple[int, int, int]] = []  # (first line, last line, index)
+    opened: dict[int, int] = {}
+    for number, line in enumerate(source.split("\n"), start=1):
+        if match := NAMESPACE_OPEN.match(line):
+            opened.setdefault(int(match.group(1)), number)
+        elif (match := NAMESPACE_CLOSE.match(line)) and int(match.group(1)) in opened:
+            spans.append((opened[int(match.group(1))], number, int(match.group(1))))
+    culprits = {int(name.removeprefix("ka_c")) for name in named}
+    for line in lines:
+        owners = [index for first, last, index in spans if first <= line <= last]
+        if not owners:
+            return set()
+        culprits.add(owners[0])
+    return culprits
+
+
 BuildFn = Callable[[str, str], CompileResult]  # (source, language) -> CompileResult
 
 
@@ -258,8 +284,20 @@ def compile_many(
     def run_batch(group: list[tuple[int, WrappedCandidate]]) -> None:
         names = [f"c{index}" for index, _ in group]
         language = sources[group[0][0]][1]
-        shared = build(shared_source([w for _, w in group], names), language)
-        if not shared.ok:  # one bad candidate must not fail the others: build each half again
+        source = shared_source([w for _, w in group], names)
+        shared = build(source, language)
+        if not shared.ok and (culprits := blame(shared, source)) & {index for index, _ in group}:
+            # the log names who failed: they are built alone (their own message), the rest together again
+            rest = [member for member in group if member[0] not in culprits]
+            for index, _ in group:
+                if index in culprits:
+                    submit(run_alone, index)
+            if len(rest) == 1:
+                submit(run_alone, rest[0][0])
+            elif rest:
+                submit(run_batch, rest)
+            return
+        if not shared.ok:  # nobody named: one bad candidate must not fail the others, build each half again
             middle = len(group) // 2
             for half in (group[:middle], group[middle:]):
                 if len(half) == 1:

@@ -198,7 +198,11 @@ def build_extension(
             }
         data["compile_s"] = wall
         data["isolation"] = outcome.isolation
-        data["error"] = compiler_excerpt(data["error"]) if data.get("error") else None
+        if data.get("error"):
+            data["error_at"] = error_locations(data["error"], source_path.name)  # from the whole log
+            data["error"] = compiler_excerpt(data["error"])
+        else:
+            data["error"] = None
         if data.get("ok") and not Path(data.get("library_path") or "").is_file():
             data.update(ok=False, error=f"build reported success but {data.get('library_path')} is missing")
         (build_dir / RESULT_FILE).write_text(json.dumps(data))
@@ -216,4 +220,22 @@ def _to_result(data: dict, key: str, cached_hit: bool) -> CompileResult:
         cached=cached_hit,
         isolation=data.get("isolation"),
         cache_key=key,
+        extra={"error_at": data["error_at"]} if data.get("error_at") else {},
     )
+
+
+# Where a compiler log puts an error in the built file: nvcc "file.cu(12): error", gcc "file.cpp:12:3: error",
+# and the line an instantiation that failed was asked for ("at line 12 of file.cu", "file.cpp:12:5:   required").
+def error_locations(text: str, filename: str) -> dict[str, list]:
+    """{"lines": the built file's lines the errors point at, "namespaces": `ka_cN` namespaces named in it
+    (demangled `ka_c3::f`, or mangled `5ka_c3`)}: what a shared build's failure can be blamed on."""
+    name = re.escape(filename)
+    lines: set[int] = set()
+    for pattern in (rf"{name}\((\d+)\): (?:error|catastrophic error)", rf"{name}:(\d+):(?:\d+:)? (?:fatal )?error",
+                    rf"at line (\d+) of \S*{name}", rf"{name}:(\d+):\d+:\s+required from"):  # fmt: skip
+        lines.update(int(match) for match in re.findall(pattern, text))
+    namespaces = set(re.findall(r"\b(ka_c\d+)::", text))
+    for length, rest in re.findall(r"(?<![0-9])(\d{1,2})(ka_c\d+)", text):  # Itanium: <length><name>
+        if len(rest) >= int(length) > len("ka_c"):
+            namespaces.add(rest[: int(length)])
+    return {"lines": sorted(lines), "namespaces": sorted(namespaces)}

@@ -235,3 +235,60 @@ def test_a_bisect_into_a_closed_pool_ends_instead_of_waiting_forever():
 
     with pytest.raises(RuntimeError):
         batching.compile_many(sources, failing_then_closing, batch_size=4, executor=executor)
+
+
+def test_a_failed_batch_whose_log_names_the_candidate_builds_it_alone_and_the_rest_together():
+    """No compiler: a fake build fails a source holding the bad candidate, pointing at its line as nvcc does."""
+    good = "#include <torch/extension.h>\ntorch::Tensor forward(torch::Tensor x) {{ return x + {n}; }}\n"
+    bind = 'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward); }\n'
+    sources = [(good.format(n=n) + ("// BAD\n" if n in (2, 5) else "") + bind, "cu") for n in range(8)]
+    sources = [(source, "cuda") for source, _ in sources]
+    builds: list[int] = []
+
+    def fake_build(source: str, language: str) -> CompileResult:
+        builds.append(source.count("forward(torch::Tensor x)"))
+        lines = [n for n, line in enumerate(source.split("\n"), start=1) if line == "// BAD"]
+        if not lines:
+            return CompileResult(ok=True, cache_key=str(len(builds)))
+        log = "\n".join(f'/b/ka_x.cu({n}): error: identifier "BAD" is undefined' for n in lines)
+        where = {"error_at": {"lines": lines, "namespaces": []}} if builds[-1] > 1 else {}
+        return CompileResult(ok=False, error=log, cache_key=str(len(builds)), extra=where)
+
+    with ThreadPoolExecutor(4) as executor:
+        results = batching.compile_many(sources, fake_build, batch_size=8, executor=executor)
+    assert [r.ok for r in results] == [True, True, False, True, True, False, True, True]
+    assert sorted(builds, reverse=True) == [8, 6, 1, 1]  # both named at once: alone; the six others together
+    assert all(results[i].batch_size == 6 and results[i].symbol_prefix == f"c{i}." for i in (0, 1, 3, 4, 6, 7))
+
+
+def test_error_locations_read_nvcc_gcc_and_mangled_names():
+    from builder.verify.compile import error_locations
+
+    log = "\n".join([
+        '/cache/b/ka_1.cu(41): error: identifier "x" is undefined',
+        "/cache/b/ka_1.cu(77): warning #177-D: variable declared but never referenced",
+        '          detected during instantiation of "void ka_c4::k<T>(T *) [with T=float]" at line 90 of /cache/b/ka_1.cu',
+        "/cache/b/ka_1.cpp:12:5: error: 'y' was not declared in this scope",
+        "/usr/include/torch/csrc/api.h:3:1: error: in a header",
+        "ImportError: /cache/b/ka_1.so: undefined symbol: _ZN6ka_c116helperEv",
+    ])  # fmt: skip
+    assert error_locations(log, "ka_1.cu") == {"lines": [41, 90], "namespaces": ["ka_c11", "ka_c4"]}
+    assert error_locations(log, "ka_1.cpp")["lines"] == [12]
+
+
+def test_blame_bisects_when_an_error_lies_outside_every_candidate():
+    source = "#include <x>\nnamespace ka_c0 {\nint a;\n}  // namespace ka_c0\nnamespace ka_c1 {\nint b;\n}  // namespace ka_c1\n"
+    located = CompileResult(ok=False, extra={"error_at": {"lines": [6], "namespaces": []}})
+    assert batching.blame(located, source) == {1}
+    include_error = CompileResult(ok=False, extra={"error_at": {"lines": [1, 6], "namespaces": []}})
+    assert batching.blame(include_error, source) == set()  # an include line: who brought it is not known
+    assert batching.blame(CompileResult(ok=False), source) == set()
+
+
+def test_a_real_compiler_log_blames_the_broken_member_of_its_shared_build(build, mixed_batch):
+    sources = [(fixture("add_three.cpp"), "cpp"), (fixture("uses_define.cpp"), "cpp"), (fixture("broken.cpp"), "cpp")]
+    (group,), _, _ = batching.plan_batches(sources)
+    source = batching.shared_source([w for _, w in group], [f"c{i}" for i, _ in group])
+    failed = build(source, "cpp")  # the mixed batch's failed shared build, from the cache
+    assert failed.cached and not failed.ok
+    assert batching.blame(failed, source) == {2}
