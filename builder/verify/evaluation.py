@@ -20,6 +20,7 @@ import json
 import shutil
 import tempfile
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -165,6 +166,7 @@ class _Watcher(threading.Thread):
         self.error: str | None = None
         self.process: SandboxedProcess | None = None
         self._shared = False
+        self.seconds = {"parent_judge": 0.0, "parent_wait_for_window": 0.0}  # where the parent's time went
 
     def attach(self, process: SandboxedProcess) -> None:
         """The child started: it joins the device's members (stopped while another times) and is watched."""
@@ -221,7 +223,7 @@ class _Watcher(threading.Thread):
             self.process.release_clock()
 
     def _judge(self, directory: Path) -> None:
-        verdict = "stop"
+        verdict, began = "stop", time.monotonic()
         try:
             self.outputs = tensor_files.OutputsDir(directory, self.reference.file_limit())
             first = judge.judge_checks({"status": "correct", "flags": []}, self.outputs, self.reference.outputs,
@@ -231,9 +233,12 @@ class _Watcher(threading.Thread):
             self.error = str(exc)
         except Exception as exc:  # noqa: BLE001 - the child must never wait on a watcher that died
             self.error = f"judging failed: {type(exc).__name__}: {exc}"
+        judged = time.monotonic()
+        self.seconds["parent_judge"] = round(judged - began, 4)
         if verdict == "time":
             owns = self._granted(lambda: self.gate.acquire_exclusive(self.process, "timing", abort=self.done))
             verdict = "time" if owns else "stop"
+            self.seconds["parent_wait_for_window"] = round(time.monotonic() - judged, 4)
         self._say("go_path", verdict)
         if verdict == "time":
             self._release_when_timed(Path(self.job["timed_path"]))
@@ -287,6 +292,8 @@ def run_judged(job: dict[str, Any], scratch: Path, options: VerifyOptions, refer
         result, outcome = run_child(job, scratch, options, options.timeout_s, pooled, on_start=watcher.attach)
     finally:
         watcher.finish()
+    if result is not None and isinstance(result.get("phase_s"), dict):
+        result["phase_s"].update(watcher.seconds)  # the child's phases are its claims, for the log alone
     if result is None or result.get("status") not in ("correct", "runtime_error", "incorrect"):
         return result, outcome
     outputs = watcher.outputs
