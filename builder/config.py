@@ -27,6 +27,7 @@ TOLERANCES = {  # dtype -> (atol, rtol)
 }
 DEFAULT_TRIALS = 5
 # A reference output whose std (or the std along some axis, everywhere) is below this is degenerate.
+COMPARE_CHUNK_ELEMENTS = 1 << 18  # values per chunk when the judge compares on the CPU (cache-sized passes)
 DEGENERATE_STD = 1e-6
 DEGENERATE_AXIS_FRACTION = 0.99  # share of near-constant slices along an axis that makes the axis degenerate
 POISON_BYTES = 1 << 30  # bytes of NaN-filled allocations released before each candidate call

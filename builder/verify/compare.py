@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from builder import config
 from builder.verify.poison import holds_poison
 
 
@@ -63,6 +64,10 @@ def _compare_tensor(index: int, cand: Any, ref: Any, atol: float, rtol: float) -
         if mismatches:
             return Comparison(False, error=f"{label}: {mismatches} of {cand.numel()} values differ")
         return Comparison(True, 0.0, 0.0)
+    if cand.device.type == "cpu" and cand.numel() > config.COMPARE_CHUNK_ELEMENTS:
+        passed = _close_in_chunks(cand.detach().reshape(-1), ref.detach().reshape(-1), atol, rtol)
+        if passed is not None:
+            return passed
     # fp32/fp64 compare in their own precision (as torch.allclose does); half types in fp32.
     c = cand.detach() if cand.dtype in (torch.float32, torch.float64) else cand.detach().float()
     r = ref.detach() if ref.dtype in (torch.float32, torch.float64) else ref.detach().float()
@@ -90,6 +95,24 @@ def _compare_tensor(index: int, cand: Any, ref: Any, atol: float, rtol: float) -
     if nonfinite:
         detail += f", {nonfinite} NaN/Inf where the reference differs"
     return Comparison(False, max_diff, mean_diff, error=detail, uninitialized=uninitialized)
+
+
+def _close_in_chunks(cand: Any, ref: Any, atol: float, rtol: float) -> Comparison | None:
+    """The common case on the CPU (the parent's judge): every value within tolerance of a finite reference,
+    checked a cache-sized chunk at a time (several times faster than whole-tensor passes). None when any chunk
+    is not: the whole-tensor path then says what and where."""
+    import torch
+
+    largest, total = 0.0, 0.0
+    for c, r in zip(cand.split(config.COMPARE_CHUNK_ELEMENTS), ref.split(config.COMPARE_CHUNK_ELEMENTS), strict=True):
+        if c.dtype not in (torch.float32, torch.float64):
+            c, r = c.float(), r.float()
+        diff = (c - r).abs_()
+        if not bool(diff.le(r.abs().mul_(rtol).add_(atol)).all()) or not bool(r.isfinite().all()):
+            return None
+        largest = max(largest, float(diff.max()))
+        total += float(diff.sum(dtype=torch.float64))
+    return Comparison(True, largest, total / cand.numel())
 
 
 def compare_outputs(candidate: Any, reference: Any, atol: float, rtol: float) -> Comparison:

@@ -1,0 +1,62 @@
+"""builder.verify.compare: the chunked pass the judge takes on the CPU gives the whole-tensor pass's verdicts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from builder.verify import compare
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    monkeypatch.setattr(compare.config, "COMPARE_CHUNK_ELEMENTS", 1000)
+
+
+def both_ways(cand, ref, monkeypatch, atol=1e-3, rtol=1e-3):
+    chunked = compare.compare_outputs(cand, ref, atol, rtol)
+    monkeypatch.setattr(compare.config, "COMPARE_CHUNK_ELEMENTS", 1 << 40)  # one whole-tensor pass
+    whole = compare.compare_outputs(cand, ref, atol, rtol)
+    monkeypatch.setattr(compare.config, "COMPARE_CHUNK_ELEMENTS", 1000)
+    return chunked, whole
+
+
+def perturbed(name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(3)
+    ref = torch.randn(10_007, generator=generator)
+    cand = ref + 1e-5 * torch.randn(10_007, generator=generator)
+    if name == "one value out":
+        cand[9_999] += 1.0
+    elif name == "NaN in the candidate":
+        cand[5] = float("nan")
+    elif name == "poison":
+        cand.view(torch.int32)[8_000:8_010] = -1  # every byte 0xFF: the poison
+    elif name == "reference infinity matched":
+        ref[17] = cand[17] = float("inf")
+    elif name == "reference infinity missed":
+        ref[17] = float("inf")
+    elif name == "NaN where the reference has NaN":
+        ref[3] = cand[3] = float("nan")
+    return cand, ref
+
+
+@pytest.mark.parametrize("case", ["within", "one value out", "NaN in the candidate", "poison",
+                                  "reference infinity matched", "reference infinity missed",
+                                  "NaN where the reference has NaN"])  # fmt: skip
+def test_chunked_and_whole_passes_agree(small_chunks, monkeypatch, case):
+    cand, ref = perturbed(case)
+    chunked, whole = both_ways(cand, ref, monkeypatch)
+    assert (chunked.ok, chunked.error, chunked.uninitialized) == (whole.ok, whole.error, whole.uninitialized)
+    assert chunked.ok == (case in ("within", "reference infinity matched", "NaN where the reference has NaN"))
+    if chunked.max_diff is not None or whole.max_diff is not None:
+        assert chunked.max_diff == pytest.approx(whole.max_diff, rel=1e-6)
+        assert chunked.mean_diff == pytest.approx(whole.mean_diff, rel=1e-4)
+
+
+def test_half_precision_outputs_are_compared_in_fp32_chunk_by_chunk(small_chunks, monkeypatch):
+    ref = torch.randn(5_000, generator=torch.Generator().manual_seed(1)).half()
+    cand = ref.clone()
+    cand[4_321] += 0.5
+    chunked, whole = both_ways(cand, ref, monkeypatch)
+    assert not chunked.ok and chunked.error == whole.error
+    assert both_ways(ref.clone(), ref, monkeypatch)[0].ok
