@@ -191,12 +191,10 @@ def measure_interleaved(
     budget_s: float = config.TIMING_BUDGET_S,
     min_calls: int = config.MIN_TIMED_CALLS,
 ) -> dict[str, Any]:
-    """The candidate and PyTorch eager in one window, in alternating blocks, so that drift and load hit both.
-    Each block starts with one untimed call of its side: every timed call follows a call of its own side, so
-    neither side's times mix calls made just after the other's (a slow kernel heats the device for the next
-    call) with calls made after its own, a mixture whose median moves from run to run.
+    """The candidate and PyTorch eager in one window, call by call, so that drift, load and clock changes hit
+    both alike. The calls are grouped into blocks of pairs: one ratio per block, whose spread is the ratio's.
 
-    Returns {"runtime", "eager_window" (stats of both), "speedup_blocks" (eager/candidate median per block pair),
+    Returns {"runtime", "eager_window" (stats of both), "speedup_blocks" (eager/candidate median per block),
     "timing_method", "first_outputs" (the candidate's)}.
     """
     import torch
@@ -210,23 +208,21 @@ def measure_interleaved(
     ratios: list[float] = []
     cand_medians: list[float] = []
     stable, stopped_early = config.TIMING_STABLE_SPREAD, False
-
-    def block_of(timer: _Timer) -> list[float]:
-        timer.time_call()  # untimed: the call after the other side's block
-        return [timer.time_call() for _ in range(per_block)]
-
     with torch.no_grad():
         for _ in range(warmup_calls):
             candidate.time_call()
             eager.time_call()
         started = time.perf_counter()
         for block in range(blocks):
-            # Which side goes first alternates, so neither always follows the other's block.
-            if block % 2 == 0:
-                cand_block, eager_block = block_of(candidate), block_of(eager)
-            else:
-                eager_block = block_of(eager)
-                cand_block = block_of(candidate)
+            cand_block, eager_block = [], []
+            for pair in range(per_block):
+                # Which side goes first alternates pair by pair, so neither always follows the other.
+                if (block * per_block + pair) % 2 == 0:
+                    cand_block.append(candidate.time_call())
+                    eager_block.append(eager.time_call())
+                else:
+                    eager_block.append(eager.time_call())
+                    cand_block.append(candidate.time_call())
             cand_samples += cand_block
             eager_samples += eager_block
             ratios.append(statistics.median(eager_block) / max(statistics.median(cand_block), 1e-9))
@@ -239,9 +235,9 @@ def measure_interleaved(
                 break
     method = describe_method(device, warmup_calls, len(cand_samples), len(candidate_sets))
     method += (
-        f"; PyTorch eager timed the same way in the same window, {len(ratios)} alternating blocks of {per_block} "
-        "calls each after one untimed call (speedup = eager median / candidate median over the window; spread "
-        "from per-block ratios)"
+        f"; PyTorch eager timed the same way in the same window, its calls alternating with the candidate's "
+        f"(first side swapped every pair), {len(ratios)} blocks of {per_block} pairs (speedup = eager median / "
+        "candidate median over the window; spread from per-block ratios)"
     )
     if stopped_early:
         method += (f"; {config.TIMING_SETTLED_CLAUSE} the per-block ratios and kernel medians varied by <= {stable:.0%}"

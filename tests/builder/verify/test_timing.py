@@ -39,8 +39,7 @@ def test_measure_counts_only_timed_calls_and_rotates_sets(module):
     assert runtime["n"] == 6
     assert runtime["min_ms"] <= runtime["median_ms"] <= runtime["max_ms"]
     assert runtime["std_ms"] >= 0 and runtime["mean_ms"] > 0
-    # warm-up calls and one untimed call per block ran but are not in n
-    assert len(seen_first_values) == 2 + 6 + len(result["speedup_blocks"])
+    assert len(seen_first_values) == 2 + 6  # warm-up calls ran but are not in n
     assert len(set(seen_first_values)) == 2  # two input sets...
     assert seen_first_values[0] != seen_first_values[1]  # ...alternating call by call
     assert "2 warm-up calls excluded" in result["timing_method"] and "6 timed calls" in result["timing_method"]
@@ -101,7 +100,7 @@ def test_a_stale_output_within_one_input_set_fails_in_the_child(module):
     assert "runtime" not in result and "reused across calls" in result["error"]
 
 
-def test_eager_is_timed_in_alternating_blocks_each_after_an_untimed_call_in_the_same_window(module, monkeypatch):
+def test_eager_is_timed_call_by_call_with_the_candidate_in_the_same_window(module, monkeypatch):
     monkeypatch.setattr(timing.config, "TIMING_STABLE_SPREAD", -1.0)  # every block, however steady
     order = []
 
@@ -122,12 +121,13 @@ def test_eager_is_timed_in_alternating_blocks_each_after_an_untimed_call_in_the_
     finally:
         module.Model.forward = real_forward
     timed = order[2 * 2 :]  # after the warm-up calls of both
-    blocks = [timed[i : i + 3] for i in range(0, len(timed), 3)]  # one untimed call, then two timed
+    pairs = [timed[i : i + 2] for i in range(0, len(timed), 2)]
     assert result["runtime"]["n"] == 20 and result["eager_window"]["n"] == 20
     assert len(result["speedup_blocks"]) == 10 and all(r > 0 for r in result["speedup_blocks"])
-    assert len(blocks) == 20 and all(len(set(block)) == 1 for block in blocks)
-    assert [block[0] for block in blocks[:4]] == ["candidate", "eager", "eager", "candidate"]  # the order alternates
-    assert "alternating blocks of 2 calls each after one untimed call" in result["timing_method"]
+    assert len(pairs) == 20 and all(sorted(pair) == ["candidate", "eager"] for pair in pairs)  # one call each
+    assert pairs[0] == ["candidate", "eager"] and pairs[1] == ["eager", "candidate"]  # the first side alternates
+    assert pairs[2] == ["candidate", "eager"] and pairs[3] == ["eager", "candidate"]
+    assert "its calls alternating with the candidate's" in result["timing_method"]
 
 
 def sleeping_sets(module, seconds):
