@@ -7,8 +7,9 @@ PYBIND11_MODULE calls with a submodule `cN`. The candidate's `forward` is then `
 Only candidates whose top level we fully understand are batched: anything that could influence another
 candidate in the same library (macros, pragmas, load-time code such as global objects with constructors,
 `__attribute__((constructor))`, `extern "C"` symbols, op registrations) is built alone. A batch that
-fails to compile is bisected down to the candidates that fail alone, so each candidate gets its own verdict
-and a failing one its own compiler message.
+fails to compile is split by its log (`blame`: the candidates its errors point at are built alone, the rest
+together again), or bisected when the log names nobody, so each candidate gets its own verdict and a failing
+one its own compiler message.
 """
 
 from __future__ import annotations
@@ -263,9 +264,9 @@ def compile_many(
 ) -> list[CompileResult | None]:
     """Compile candidates (source, language) with shared builds where safe; None for python candidates.
 
-    A shared build that fails is bisected: each half is built again (in parallel on `executor`), down to the
-    candidate that fails alone, so one bad candidate costs about log2(batch) extra builds, not a batch of
-    single ones. `on_result(index, result)` is called as each candidate's build finishes (to start evaluating
+    A shared build that fails is split by `blame`: the candidates its log points at are built alone and the rest
+    together again (two extra builds for one bad candidate). When the log names nobody it is bisected: each half
+    built again (in parallel on `executor`), down to the candidate that fails alone. `on_result(index, result)` is called as each candidate's build finishes (to start evaluating
     it)."""
     batches, alone, _ = plan_batches(sources, batch_size)
     results: list[CompileResult | None] = [None] * len(sources)
