@@ -101,7 +101,7 @@ def test_a_window_ends_when_the_child_says_its_timed_calls_are_over_not_when_it_
             quick = pool.submit(judged, task, options, reference, {"checks_s": 1.5, "window_s": 0.3}, "next")
             return slow.result()["gate_log"], quick.result()["gate_log"]
 
-    finishing, following = race({"checks_s": 0.1, "window_s": 0.3, "after_window_s": 4.0})
+    finishing, following = race({"checks_s": 0.1, "window_s": 0.3, "after_window_s": 6.0})
     assert following["window"][0] < finishing["after_window"][1] - 1.0  # timed while the other was still ending
     assert not overlaps(following["window"], finishing["window"])
 
