@@ -96,6 +96,18 @@ def _share(part: int, whole: int) -> float | None:
     return part / whole if whole else None
 
 
+def _half_ratio(record: Any, recorded: Mapping[str, Any] | None, name: str) -> float | None:
+    """New / old of one stored time (`runtime_ms` or `eager_ms`); None where either side lacks it."""
+    if recorded is None:
+        return None
+    new_value, old_value = _number(_get(record, name)), _number(recorded.get(name))
+    return None if new_value is None or old_value is None else new_value / old_value
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
 def _quantiles(values: list[float]) -> dict[str, float]:
     if not values:
         return {}
@@ -119,6 +131,8 @@ def build_report(
     agree = compared = flags_compared = flags_changed = 0
     ratios: list[float] = []
     same_method_ratios: list[float] = []
+    # The speedup's two halves, new / old: the kernel's own runtime and eager's (which of them moved).
+    parts: dict[str, list[float]] = {"runtime_ms": [], "eager_ms": []}
     other_method = 0
     moved: list[dict[str, Any]] = []
     records = list(new_records)
@@ -141,8 +155,12 @@ def build_report(
             flags_added.update(added)
             flags_removed.update(removed)
         ratio = speedup_ratio(old, new_status, _get(record, "speedup_eager"))
+        halves = {name: _half_ratio(record, recorded.get(key), name) if ratio is not None else None for name in parts}
         if ratio is not None:
             ratios.append(ratio)
+            for name, half in halves.items():
+                if half is not None:
+                    parts[name].append(half)
             method = same_method(old.timing_method, _get(record, "timing_method"))
             other_method += method is False
             if method:
@@ -159,6 +177,8 @@ def build_report(
                     "old_speedup": old.speedup,
                     "new_speedup": _number(_get(record, "speedup_eager")),
                     "speedup_ratio": None if ratio is None else round(ratio, 4),
+                    "runtime_ratio": _rounded(halves["runtime_ms"]),
+                    "eager_ratio": _rounded(halves["eager_ms"]),
                     "flags_added": added,
                     "flags_removed": removed,
                     "why": "verdict" if same is False else "speedup",
@@ -196,6 +216,14 @@ def build_report(
             "other_method": other_method,
             "same_method_compared": len(same_method_ratios),
             "same_method_within": within_same,
+            # Which half moved: the kernel's runtime or eager's (new / old), for the pairs that store both.
+            "runtime_ratio_quantiles": _quantiles(parts["runtime_ms"]),
+            "runtime_within": sum(1 for r in parts["runtime_ms"] if abs(r - 1) <= tolerance),
+            "eager_ratio_quantiles": _quantiles(parts["eager_ms"]),
+            "eager_within": sum(1 for r in parts["eager_ms"] if abs(r - 1) <= tolerance),
+            "runtime_compared": len(parts["runtime_ms"]),
+            "eager_compared": len(parts["eager_ms"]),
+            "halves_compared": min(len(parts["runtime_ms"]), len(parts["eager_ms"])),
         },
         "moved": moved,
     }
@@ -296,6 +324,14 @@ def render_markdown(report: Mapping[str, Any]) -> str:
             "",
             *_table(list(quantiles), [list(quantiles.values())]),
         ]
+        if speedup.get("halves_compared"):
+            runtime, eager = speedup["runtime_ratio_quantiles"], speedup["eager_ratio_quantiles"]
+            lines += ["", f"Which half moved (new / old): the kernel's runtime is within {tol} for "
+                      f"{speedup['runtime_within']} of {speedup['runtime_compared']}, eager's for "
+                      f"{speedup['eager_within']} of {speedup['eager_compared']}.", "",
+                      *_table(["", *quantiles], [["speedup", *quantiles.values()],
+                                                 ["kernel runtime", *(runtime.get(q) for q in quantiles)],
+                                                 ["eager", *(eager.get(q) for q in quantiles)]])]  # fmt: skip
         if speedup.get("other_method"):
             same = speedup["same_method_compared"]
             lines += ["", f"{speedup['other_method']} of these old speedups were measured by another method (their "
@@ -308,7 +344,8 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     shown = moved[: config.REVERIFY_MOVED_SHOWN]
     lines += ["", f"## Kernels that moved ({len(moved)}: verdict changed, or speedup ratio outside {tol})", ""]
     if moved:
-        header = ["task", "kernel", "name", "old", "new", "old speedup", "new speedup", "ratio", "flags +/-", "error"]
+        header = ["task", "kernel", "name", "old", "new", "old speedup", "new speedup", "ratio", "runtime ratio",
+                  "eager ratio", "flags +/-", "error"]  # fmt: skip
         rows = (
             [
                 m["task_id"],
@@ -319,6 +356,8 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                 m["old_speedup"],
                 m["new_speedup"],
                 m["speedup_ratio"],
+                m.get("runtime_ratio"),
+                m.get("eager_ratio"),
                 " ".join([*(f"+{f}" for f in m["flags_added"]), *(f"-{f}" for f in m["flags_removed"])]) or None,
                 m["error"],
             ]

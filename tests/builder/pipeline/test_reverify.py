@@ -196,3 +196,22 @@ def test_command_usage_errors_are_one_line(fake_dataset, tmp_path, args, message
     args = [a.format(dataset=fake_dataset) for a in args]
     done = run_cli("reverify", *args, "--out", tmp_path / "r", env=fake_env())
     assert done.returncode == 2 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_report_says_whether_the_kernel_or_eager_moved():
+    records = [new("a", "correct", 1.0, runtime_ms=10.0, eager_ms=10.0),  # eager moved by 10 %
+               new("b", "correct", 1.0, runtime_ms=2.0, eager_ms=2.0),  # neither
+               new("c", "correct", 2.0)]  # stores no times: counted in the speedup, not in the halves  # fmt: skip
+    recorded = {("1/1", "a"): {**stored("correct", 1.1), "runtime_ms": 10.0, "eager_ms": 11.0},
+                ("1/1", "b"): {**stored("correct", 1.0), "runtime_ms": 2.02, "eager_ms": 2.02},
+                ("1/1", "c"): stored("correct", 2.0)}  # fmt: skip
+    report = build_report(records, recorded)
+    speedup = report["speedup"]
+    assert (speedup["runtime_compared"], speedup["runtime_within"]) == (2, 2)
+    assert (speedup["eager_compared"], speedup["eager_within"]) == (2, 1)
+    assert speedup["eager_ratio_quantiles"]["p00"] == pytest.approx(10 / 11, abs=1e-4)
+    (moved,) = report["moved"]
+    assert (moved["kernel_id"], moved["runtime_ratio"], moved["eager_ratio"]) == ("a", 1.0, pytest.approx(0.9091))
+    text = render_markdown(report)
+    assert "the kernel's runtime is within ±5% for 2 of 2, eager's for 1 of 2" in text
+    assert "| eager |" in text and "| runtime ratio | eager ratio |" in text
