@@ -157,7 +157,8 @@ def render_card(facts: CardFacts, configs: dict[str, dict[str, dict[str, Any]]])
         "",
         "`ranking_eligible` is true only for `correct` kernels that raised no flag.\n",
         "## Verification policy\n",
-        f"- Seeds: {_counter_line(facts.seed_policies)}; the seeds of every record are stored with it (`seeds`).",
+        f"- Seeds: {_counter_line(facts.seed_policies)}; the seeds of every record are stored with it (`seeds`). "
+        "Models and inputs are drawn on the record's backend device (a CUDA record's from the CUDA generator).",
         f"- Correctness trials per kernel: {_counter_line(facts.trials)}, fresh inputs per trial.",
         f"- Tolerances (atol, rtol): {_counter_line(facts.tolerances)}; per-task overrides are recorded per row.",
         f"- Sandbox isolation: {_counter_line(facts.isolation)}.",
