@@ -266,8 +266,8 @@ def compile_many(
 
     A shared build that fails is split by `blame`: the candidates its log points at are built alone and the rest
     together again (two extra builds for one bad candidate). When the log names nobody it is bisected: each half
-    built again (in parallel on `executor`), down to the candidate that fails alone. `on_result(index, result)` is called as each candidate's build finishes (to start evaluating
-    it)."""
+    built again (in parallel on `executor`), down to the candidate that fails alone. `on_result(index, result)`
+    is called as each candidate's build finishes (to start evaluating it)."""
     batches, alone, _ = plan_batches(sources, batch_size)
     results: list[CompileResult | None] = [None] * len(sources)
     done = threading.Condition()
