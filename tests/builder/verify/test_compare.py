@@ -60,3 +60,19 @@ def test_half_precision_outputs_are_compared_in_fp32_chunk_by_chunk(small_chunks
     chunked, whole = both_ways(cand, ref, monkeypatch)
     assert not chunked.ok and chunked.error == whole.error
     assert both_ways(ref.clone(), ref, monkeypatch)[0].ok
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64])
+def test_bfloat16_and_double_outputs_take_the_chunked_pass_with_the_same_verdicts(small_chunks, monkeypatch, dtype):
+    ref = (torch.randn(5_000, generator=torch.Generator().manual_seed(2)) * 100).to(dtype)
+    assert compare._as_numpy(ref) is not None  # the chunked pass reads it (bfloat16 widened bit for bit)
+    widened = torch.from_numpy(compare._as_numpy(ref).copy())
+    assert torch.equal(widened, ref.float() if dtype == torch.bfloat16 else ref)
+    close = ref.clone()
+    far = ref.clone()
+    far[1_234] += 50.0
+    for cand in (close, far):
+        chunked, whole = both_ways(cand, ref, monkeypatch, atol=1e-2, rtol=1e-2)
+        assert (chunked.ok, chunked.error) == (whole.ok, whole.error)
+        assert chunked.max_diff == pytest.approx(whole.max_diff, rel=1e-6)
+    assert both_ways(close, ref, monkeypatch)[0].ok and not both_ways(far, ref, monkeypatch)[0].ok
