@@ -26,9 +26,11 @@ def python(code: str, *extra: str) -> list[str]:
 
 
 def processes_with(marker: str) -> list[psutil.Process]:
+    """Processes still alive whose command line holds `marker`. A zombie has ended and runs nothing: an inner
+    bwrap whose parent was killed can wait a moment for an init that reaps orphans lazily."""
     found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        if marker in " ".join(proc.info["cmdline"] or []):
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        if proc.info["status"] != psutil.STATUS_ZOMBIE and marker in " ".join(proc.info["cmdline"] or []):
             found.append(proc)
     return found
 
