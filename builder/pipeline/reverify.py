@@ -176,7 +176,7 @@ def build_report(
                     "new_status": new_status,
                     "old_speedup": old.speedup,
                     "new_speedup": _number(_get(record, "speedup_eager")),
-                    "speedup_ratio": None if ratio is None else round(ratio, 4),
+                    "speedup_ratio": _rounded(ratio),
                     "runtime_ratio": _rounded(halves["runtime_ms"]),
                     "eager_ratio": _rounded(halves["eager_ms"]),
                     "flags_added": added,
@@ -223,7 +223,6 @@ def build_report(
             "eager_within": sum(1 for r in parts["eager_ms"] if abs(r - 1) <= tolerance),
             "runtime_compared": len(parts["runtime_ms"]),
             "eager_compared": len(parts["eager_ms"]),
-            "halves_compared": min(len(parts["runtime_ms"]), len(parts["eager_ms"])),
         },
         "moved": moved,
     }
@@ -324,7 +323,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
             "",
             *_table(list(quantiles), [list(quantiles.values())]),
         ]
-        if speedup.get("halves_compared"):
+        if speedup.get("runtime_compared") or speedup.get("eager_compared"):
             runtime, eager = speedup["runtime_ratio_quantiles"], speedup["eager_ratio_quantiles"]
             lines += ["", f"Which half moved (new / old): the kernel's runtime is within {tol} for "
                       f"{speedup['runtime_within']} of {speedup['runtime_compared']}, eager's for "
