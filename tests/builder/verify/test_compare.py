@@ -66,7 +66,7 @@ def test_half_precision_outputs_are_compared_in_fp32_chunk_by_chunk(small_chunks
 def test_bfloat16_and_double_outputs_take_the_chunked_pass_with_the_same_verdicts(small_chunks, monkeypatch, dtype):
     ref = (torch.randn(5_000, generator=torch.Generator().manual_seed(2)) * 100).to(dtype)
     assert compare._as_numpy(ref) is not None  # the chunked pass reads it (bfloat16 widened bit for bit)
-    widened = torch.from_numpy(compare._as_numpy(ref).copy())
+    widened = torch.from_numpy(compare._widened(compare._as_numpy(ref)).copy())
     assert torch.equal(widened, ref.float() if dtype == torch.bfloat16 else ref)
     close = ref.clone()
     far = ref.clone()
