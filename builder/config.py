@@ -38,7 +38,8 @@ POISON_FILL_BYTE = 0xFF
 PERTURB_SCALE = 0.5  # relative size of the perturbation used by the ignores_input check
 
 # --- timing ------------------------------------------------------------------------------------
-WARMUP_CALLS = 10
+WARMUP_CALLS = 10  # a candidate's are made before its window, while the device is still shared
+WINDOW_WARMUP_CALLS = 2  # and these pairs again inside the window, untimed (caches, clocks), before its timed calls
 TIMED_CALLS = 100
 TIMING_BUDGET_S = 10.0  # stop early past this, with at least MIN_TIMED_CALLS
 MIN_TIMED_CALLS = 20

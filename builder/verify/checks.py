@@ -202,20 +202,22 @@ class CandidateRun:
 
 
 def run_candidate_side(binding: Any, task_module: Any, job: dict[str, Any], manifest: dict[str, Any],
-                       between_trials: Callable[[], None] | None = None) -> CandidateRun:  # fmt: skip
+                       between_steps: Callable[[], None] | None = None) -> CandidateRun:  # fmt: skip
     """Every candidate call of the checks; never computes a trial's reference. `manifest` is the clean
-    reference's public manifest (sizes, shapes, responsive targets, probe seed). `between_trials` runs before
-    every trial but the first and before the probe (the child yields the device there to a waiting window)."""
+    reference's public manifest (sizes, shapes, responsive targets, probe seed). `between_steps` runs between
+    every two steps (a trial's first call, its repeat, the census, the side-stream probe, each perturbed run,
+    the probe): the child yields the device there to a waiting window, so a window waits for one step of each
+    check in flight, not for a whole trial."""
     import torch
 
     binding = binding if isinstance(binding, CandidateBinding) else FunctionalBinding(binding)
     device = "cuda" if job.get("backend") == "cuda" else "cpu"
     run = CandidateRun()
-    between_trials = between_trials or _no_pause
+    between_steps = between_steps or _no_pause
     try:
         with torch.no_grad():
-            _trials(binding, task_module, job, device, manifest, run, between_trials)
-            between_trials()
+            _trials(binding, task_module, job, device, manifest, run, between_steps)
+            between_steps()
             model, inputs = instantiate(task_module, int(manifest["probe_seed"]), device)
             try:
                 run.outputs["probe"] = run_reference(model, inputs, device)
@@ -231,12 +233,12 @@ def _no_pause() -> None:
 
 
 def _trials(binding: CandidateBinding, task_module: Any, job: dict, device: str, manifest: dict[str, Any],
-            run: CandidateRun, between_trials: Callable[[], None]) -> None:  # fmt: skip
+            run: CandidateRun, between_steps: Callable[[], None]) -> None:  # fmt: skip
     tolerance = (float(job["atol"]), float(job["rtol"]))
     out_bytes = [int(n) for n in manifest.get("output_bytes") or []]
     for index, seed in enumerate(trial_seeds(job)):
         if index:
-            between_trials()
+            between_steps()
         model, inputs = instantiate(task_module, seed, device)
         pristine = snapshot(inputs)
         bound = binding.bind(model, task_module, seed, device)
@@ -251,6 +253,7 @@ def _trials(binding: CandidateBinding, task_module: Any, job: dict, device: str,
         if mutated:
             run.flag("input_mutation", f"the candidate changed {', '.join(mutated[:4])}")
         if _shapes_match(out, manifest):
+            between_steps()
             restore_state(bound.state, dict(zip(names, pristine_state, strict=True)))
             again = run_candidate(bound, snapshot(pristine), device, out_bytes)
             repeat = compare_outputs(again, out, *tolerance)
@@ -258,9 +261,11 @@ def _trials(binding: CandidateBinding, task_module: Any, job: dict, device: str,
             if not repeat.ok and not _holds_poison(out):
                 run.flag("nondeterministic", f"two calls on the same inputs disagreed ({repeat.error})")
         if index == 0:
-            _first_trial_extras(binding, task_module, job, device, run, seed, model, pristine)
+            _first_trial_extras(binding, task_module, job, device, run, seed, model, pristine, between_steps)
             if _shapes_match(out, manifest):
-                _perturbed_runs(binding, task_module, seed, device, model, pristine, manifest, run, out_bytes)
+                _perturbed_runs(
+                    binding, task_module, seed, device, model, pristine, manifest, run, out_bytes, between_steps
+                )
 
 
 def _holds_poison(value: Any) -> bool:
@@ -268,8 +273,8 @@ def _holds_poison(value: Any) -> bool:
 
 
 def _perturbed_runs(binding: CandidateBinding, task_module: Any, seed: int, device: str, model: Any,
-                    pristine: list[Any], manifest: dict[str, Any], run: CandidateRun,
-                    out_bytes: list[int]) -> None:  # fmt: skip
+                    pristine: list[Any], manifest: dict[str, Any], run: CandidateRun, out_bytes: list[int],
+                    between_steps: Callable[[], None]) -> None:  # fmt: skip
     """The candidate under each perturbation the reference responds to, with the clean side's exact noise."""
     targets = perturbation_targets(model, pristine)
     for entry in manifest.get("responsive_targets") or []:
@@ -277,6 +282,7 @@ def _perturbed_runs(binding: CandidateBinding, task_module: Any, seed: int, devi
         if index >= len(targets):
             continue
         kind, key = targets[index]
+        between_steps()
         bound = binding.bind(copy.deepcopy(model), task_module, seed, device)
         inputs = snapshot(pristine)
         if kind == "input":
@@ -289,8 +295,10 @@ def _perturbed_runs(binding: CandidateBinding, task_module: Any, seed: int, devi
 
 
 def _first_trial_extras(binding: CandidateBinding, task_module: Any, job: dict, device: str, run: CandidateRun,
-                        seed: int, model: Any, pristine: list[Any]) -> None:  # fmt: skip
+                        seed: int, model: Any, pristine: list[Any],
+                        between_steps: Callable[[], None]) -> None:  # fmt: skip
     """Checks that need one call each: torch-op census and, on CUDA, the side-stream probes."""
+    between_steps()
     bound = binding.bind(copy.deepcopy(model), task_module, seed, device)
     run.census = _op_census(bound, pristine, device, job)
     if run.census.get("uses_torch_ops"):
@@ -299,6 +307,7 @@ def _first_trial_extras(binding: CandidateBinding, task_module: Any, job: dict, 
     if device == "cuda":
         from builder.verify.timing import side_stream_output_reason
 
+        between_steps()
         reason = side_stream_output_reason(bound, pristine)
         if reason:
             run.flag("side_stream", reason)

@@ -220,7 +220,7 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
         return _failure("runtime_error", f"candidate failed to load: {exception_text(exc)}", "candidate")
     phases.done("load_candidate")
     yield_point = YieldPoint(job)
-    run = run_candidate_side(binding, task_module, job, manifest, between_trials=yield_point)
+    run = run_candidate_side(binding, task_module, job, manifest, between_steps=yield_point)
     phases.done("checks")
     phases.seconds["checks_yielded_to_timing"] = round(yield_point.waited_s, 4)  # within "checks"
     if changed := tamper.changes(before, tamper.fingerprint(task_module)):
@@ -230,16 +230,22 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
     device = "cuda" if job.get("backend") == "cuda" else "cpu"
     wants_timing = result["status"] == "correct" and not set(result["flags"]) & disqualifying_flags()
     prepared, prepare_error = None, None
-    if wants_timing:  # built while the device is still shared: the window then holds timed calls only
+    if wants_timing:  # built and warmed up while the device is still shared: the window then holds timed calls
         try:
             yield_point()
-            prepared = prepare_timing(binding, task_module, job, device)
-        except Exception as exc:  # noqa: BLE001 - candidate code runs in bind; reported only if it is timed
+            prepared = prepare_timing(binding, task_module, job, device, between_steps=yield_point)
+            if prepared.error is None:  # each set's first output, copied to the host outside the window
+                tensor_files.write_dir(job["timing_outputs_dir"], tensor_files.pack_each(prepared.first_outputs()),
+                                       packed=True)  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - candidate code runs in bind and warm-up; reported if it is timed
             prepare_error = exception_text(exc)
         phases.done("prepare_timing")
     tensor_files.write_dir(job["outputs_dir"], run.outputs)
     phases.done("write_outputs")
     if not wants_timing:
+        return result
+    if prepared is not None and prepared.error is not None:  # a stale output in warm-up: no window needed
+        result.update(status="incorrect", error=prepared.error)
         return result
     timing_granted = _await_judgement(job)
     phases.done("wait_for_judgement_and_device")
@@ -257,7 +263,7 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
         return run.result()
     try:
         timed = time_prepared(prepared, job, device)
-        first_outputs = tensor_files.pack_each(timed.pop("first_outputs", {}))  # device copies, inside the window
+        timed.pop("first_outputs", None)  # written before the window
         phases.done("timing")
     except Exception as exc:  # noqa: BLE001 - the candidate raised while being timed
         result.update(status="runtime_error", error=f"while timing: {exception_text(exc)}", error_origin="candidate")
@@ -266,7 +272,6 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
     if "error" in timed:  # outputs went stale across calls: a cached result
         result.update(status="incorrect", error=timed["error"])
         return result
-    tensor_files.write_dir(job["timing_outputs_dir"], first_outputs, packed=True)
     if changed := tamper.changes(before, tamper.fingerprint(task_module)):
         result["flags"] = sorted({*result["flags"], "tampers_reference"})
         result["flag_notes"].setdefault("tampers_reference", "while timing: " + "; ".join(changed))

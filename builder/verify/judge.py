@@ -123,7 +123,9 @@ def judge_checks(child_result: dict[str, Any], candidate: Outputs, reference: Ou
         status = "incorrect"
     if status == "incorrect" or (status == "correct" and not result.get("error")):
         lines = errors[:1] + [f"{name}: {notes.get(name, 'flagged by the candidate side')}" for name in disqualified]
-        result["error"] = "; ".join(lines) or None
+        # The child's own reason stands where the comparisons found none (outputs stale across timed calls).
+        kept = str(result["error"]) if status == "incorrect" and result.get("error") else None
+        result["error"] = "; ".join(lines) or kept
     result.update(status=status, flags=sorted(flags), trials=judged_trials, flag_notes=dict(sorted(notes.items())), max_diff=max_diff,
                   mean_diff=sum(mean_diffs) / len(mean_diffs) if mean_diffs else None)  # fmt: skip
     return result

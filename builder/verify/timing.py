@@ -72,7 +72,7 @@ def _stats(samples_ms: list[float]) -> dict[str, Any]:
     }
 
 
-def describe_method(device: str, warmup_calls: int, n: int, n_sets: int) -> str:
+def describe_method(device: str, warmup_calls: int, n: int, n_sets: int, window_warmup_calls: int = 0) -> str:
     if device == "cuda":
         how = (
             "CUDA events on the current stream around each call with torch.cuda.synchronize() inside the "
@@ -80,13 +80,17 @@ def describe_method(device: str, warmup_calls: int, n: int, n_sets: int) -> str:
         )
     else:
         how = f"time.perf_counter around each call; {config.CPU_CACHE_FLUSH_BYTES >> 20} MiB cache flush write before each call"
+    warmup = f"{warmup_calls} warm-up calls excluded"
+    if window_warmup_calls:
+        warmup = (f"{warmup_calls} warm-up calls before the window (device shared) and {window_warmup_calls} in it, "
+                  "excluded")  # fmt: skip
     return (
-        f"{how}; {warmup_calls} warm-up calls excluded; {n} timed calls rotating {n_sets} input sets "
+        f"{how}; {warmup}; {n} timed calls rotating {n_sets} input sets "
         "through the same buffers; every timed output checked against its reference"
     )
 
 
-class _Timer:
+class CallTimer:
     """Times single calls rotating over input sets through one set of buffers, checking every output."""
 
     def __init__(self, sets: list[InputSet], device: str, atol: float, rtol: float) -> None:
@@ -153,7 +157,7 @@ def measure(
     """
     import torch
 
-    timer = _Timer(sets, device, atol, rtol)
+    timer = CallTimer(sets, device, atol, rtol)
     samples: list[float] = []
     # Every set is seen once before timing starts (a per-model torch.compile happens in warm-up).
     warmup_calls = max(warmup_calls, len(sets))
@@ -195,21 +199,42 @@ def measure_interleaved(
     both alike. The calls are grouped into blocks of pairs: one ratio per block, whose spread is the ratio's.
 
     Returns {"runtime", "eager_window" (stats of both), "speedup_blocks" (eager/candidate median per block),
-    "timing_method", "first_outputs" (the candidate's)}.
+    "timing_method", "first_outputs" (the candidate's)}. Raises TimingMismatch on a stale output.
     """
+    candidate, eager = CallTimer(candidate_sets, device, atol, rtol), CallTimer(eager_sets, device, atol, rtol)
+    warmed = warm_up(candidate, eager, warmup_calls)
+    return _window(candidate, eager, device, warmed, 0, timed_calls=timed_calls, budget_s=budget_s, min_calls=min_calls)
+
+
+def warm_up(candidate: CallTimer, eager: CallTimer, calls: int, between_steps: Callable[[], None] | None = None) -> int:
+    """Warm-up pairs, at least one per input set (each set's first output is taken here); returns how many.
+    `between_steps` runs between two pairs (their work synchronised): the child yields the device there."""
+    import torch
+
+    calls = max(calls, len(candidate.sets))
+    with torch.no_grad():
+        for index in range(calls):
+            if index and between_steps is not None:
+                between_steps()
+            candidate.time_call()
+            eager.time_call()
+    return calls
+
+
+def _window(candidate: CallTimer, eager: CallTimer, device: str, warmed: int, window_warmup: int, *, timed_calls: int,
+            budget_s: float, min_calls: int) -> dict[str, Any]:  # fmt: skip
+    """The timed pairs (after `window_warmup` untimed ones), on timers already warmed up."""
     import torch
 
     blocks = max(1, min(config.TIMING_BLOCKS, timed_calls))
     per_block = max(1, round(timed_calls / blocks))
-    candidate, eager = _Timer(candidate_sets, device, atol, rtol), _Timer(eager_sets, device, atol, rtol)
-    warmup_calls = max(warmup_calls, len(candidate_sets))
     cand_samples: list[float] = []
     eager_samples: list[float] = []
     ratios: list[float] = []
     cand_medians: list[float] = []
     stable, stopped_early = config.TIMING_STABLE_SPREAD, False
     with torch.no_grad():
-        for _ in range(warmup_calls):
+        for _ in range(window_warmup):
             candidate.time_call()
             eager.time_call()
         started = time.perf_counter()
@@ -233,7 +258,7 @@ def measure_interleaved(
             if enough and relative_spread(ratios) <= stable and relative_spread(cand_medians) <= stable:
                 stopped_early = True  # the ratio and the kernel's time have settled: more blocks would not move them
                 break
-    method = describe_method(device, warmup_calls, len(cand_samples), len(candidate_sets))
+    method = describe_method(device, warmed, len(cand_samples), len(candidate.sets), window_warmup)
     method += (
         f"; PyTorch eager timed the same way in the same window, its calls alternating with the candidate's "
         f"(first side swapped every pair), {len(ratios)} blocks of {per_block} pairs (speedup = eager median / "
@@ -279,31 +304,52 @@ def job_counts(job: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class TimingSets:
-    """A candidate's timing input sets and PyTorch eager's, built before its window (building them is not timed,
-    and the window is the device's one serial resource)."""
+    """A candidate's timers and PyTorch eager's, on their input sets, warmed up before the window: building the
+    sets, the first calls (lazy set-up, algorithm choice) and taking each set's first output are not timed, and
+    the window is the device's one serial resource."""
 
-    candidate: list[InputSet]
-    eager: list[InputSet]
+    candidate: CallTimer
+    eager: CallTimer
+    warmed: int  # warm-up pairs made before the window
+    error: str | None = None  # an output went stale during the warm-up (a cached result)
+
+    def first_outputs(self) -> dict[str, Any]:
+        """Each input set's first output (`timing{j}`), for the parent's judge."""
+        return self.candidate.first_outputs
 
 
-def prepare_timing(binding: Any, task_module: Any, job: dict[str, Any], device: str) -> TimingSets:
-    """The timing input sets of a candidate that passed its checks, from seeds no trial used."""
+def prepare_timing(binding: Any, task_module: Any, job: dict[str, Any], device: str,
+                   between_steps: Callable[[], None] | None = None) -> TimingSets:  # fmt: skip
+    """The timing input sets of a candidate that passed its checks, from seeds no trial used, warmed up (run
+    while the device is shared: `between_steps` between two pairs)."""
 
     def make_call(model: Any, seed: int):
         return binding.bind(model, task_module, seed, device).call
 
-    seeds = timing_seeds(job)
-    return TimingSets(build_input_sets(task_module, seeds, device, make_call, with_reference=False),
-                      build_input_sets(task_module, seeds, device, lambda model, seed: model, with_reference=False))  # fmt: skip
+    seeds, tolerance = timing_seeds(job), (float(job["atol"]), float(job["rtol"]))
+    candidate = CallTimer(
+        build_input_sets(task_module, seeds, device, make_call, with_reference=False), device, *tolerance
+    )
+    eager_sets = build_input_sets(task_module, seeds, device, lambda model, seed: model, with_reference=False)
+    eager = CallTimer(eager_sets, device, *tolerance)
+    try:
+        warmed = warm_up(candidate, eager, job_counts(job)["warmup_calls"], between_steps)
+    except TimingMismatch as exc:
+        return TimingSets(candidate, eager, 0, error=str(exc))
+    return TimingSets(candidate, eager, warmed)
 
 
 def time_prepared(sets: TimingSets, job: dict[str, Any], device: str) -> dict[str, Any]:
-    """Time a candidate interleaved with PyTorch eager on the same input sets; `measure_interleaved`'s fields, or
-    {"error"} on a mismatch. Eager runs here only for its time: the tampering checks that follow timing cover
-    it, and the parent cross-checks it against a clean process's eager."""
+    """Time a candidate interleaved with PyTorch eager on its warmed-up sets (`config.WINDOW_WARMUP_CALLS` more
+    untimed pairs first, inside the window); `measure_interleaved`'s fields, or {"error"} on a mismatch. Eager
+    runs here only for its time: the tampering checks that follow timing cover it, and the parent cross-checks
+    it against a clean process's eager."""
+    if sets.error is not None:
+        return {"error": sets.error}
+    counts = job_counts(job)
     try:
-        return measure_interleaved(sets.candidate, sets.eager, device, atol=float(job["atol"]),
-                                   rtol=float(job["rtol"]), **job_counts(job))  # fmt: skip
+        return _window(sets.candidate, sets.eager, device, sets.warmed, config.WINDOW_WARMUP_CALLS,
+                       timed_calls=counts["timed_calls"], budget_s=counts["budget_s"], min_calls=counts["min_calls"])  # fmt: skip
     except TimingMismatch as exc:
         return {"error": str(exc)}
 

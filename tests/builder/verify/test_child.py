@@ -255,7 +255,9 @@ def test_a_yield_point_pauses_only_when_asked_and_waits_for_the_resume_word(tmp_
     assert not (tmp_path / "paused.2").exists()
 
 
-def test_the_checks_offer_a_yield_point_between_trials_and_before_the_probe():
+def test_the_checks_offer_a_yield_point_between_every_two_steps(monkeypatch):
+    """A waiting window waits for one step of each check in flight: no two candidate calls of different steps
+    (a trial's call, its repeat, the census, each perturbed run) without a yield point between them."""
     from builder.tasks import load_task_module
     from builder.tasks.suite import describe_task_file
     from builder.verify import checks, reference
@@ -263,8 +265,26 @@ def test_the_checks_offer_a_yield_point_between_trials_and_before_the_probe():
     module = load_task_module(describe_task_file(FIXTURES / "tasks" / "level1" / "1_scale_shift.py"))
     job = {"backend": "cpu", "seeds": [11, 22, 33], "trials": 3, "atol": 1e-4, "rtol": 1e-4, "profile": False}
     manifest = reference.compute_reference(module, job).public_manifest()
-    calls = []
-    run = checks.run_candidate_side(lambda x, w, b: x * w + b, module, job, manifest,
-                                    between_trials=lambda: calls.append(1))  # fmt: skip
+    events = []
+
+    def candidate(x, w, b):
+        events.append("call")
+        return x * w + b
+
+    real_census = checks.op_census.census
+
+    def census(call, device):  # one step of several calls (the profiler's warm-up): seen as one
+        events.append("census")
+        calls_before = len(events)
+        try:
+            return real_census(call, device)
+        finally:
+            del events[calls_before:]
+
+    monkeypatch.setattr(checks.op_census, "census", census)
+    run = checks.run_candidate_side(candidate, module, job, manifest, between_steps=lambda: events.append("yield"))
     assert run.trials == 3 and run.error is None
-    assert len(calls) == 3  # before trials 2 and 3, and before the probe
+    steps = [e for e in events if e != "yield"]
+    assert len(steps) == 3 * 2 + 1 + len(manifest["responsive_targets"])  # 3 x (call, repeat), census, perturbed
+    assert all(a == "yield" or b == "yield" for a, b in zip(events, events[1:], strict=False))
+    assert events[-1] == "yield"  # before the probe

@@ -104,3 +104,14 @@ def test_a_child_that_claims_correct_but_leaves_out_its_outputs_is_incorrect(tmp
     raised = judge.judge_checks(dict(claim, status="runtime_error", error="boom"), candidate, reference,
                                 {"trials": 2}, 1e-4, 1e-4)  # fmt: skip
     assert raised["status"] == "runtime_error" and raised["error"] == "boom"
+
+
+def test_a_childs_incorrect_claim_keeps_its_reason_when_the_comparisons_find_none(tmp_path):
+    reference = write(tmp_path / "reference", trial0=torch.ones(4), probe=torch.ones(2))
+    candidate = write(tmp_path / "candidate", trial0=torch.ones(4), probe=torch.ones(2))
+    stale = {"status": "incorrect", "flags": [], "error": "timed call 7 (input set 2): reused across calls?"}
+    result = judge.judge_checks(stale, candidate, reference, {"trials": 1, "probe_bit_exact": True}, 1e-4, 1e-4)
+    assert result["status"] == "incorrect" and result["error"] == stale["error"]
+    wrong = write(tmp_path / "wrong", trial0=torch.zeros(4), probe=torch.ones(2))
+    result = judge.judge_checks(stale, wrong, reference, {"trials": 1, "probe_bit_exact": True}, 1e-4, 1e-4)
+    assert result["error"].startswith("trial 1:")  # the parent's own finding comes first

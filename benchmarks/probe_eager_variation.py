@@ -1,0 +1,135 @@
+"""What makes PyTorch eager's time differ from one process to the next (timing reproducibility)?
+
+Each task is timed in several fresh processes, one after another on an otherwise idle GPU, the way a timing
+window times eager (`timing.CallTimer`: rotating input sets through the same buffers, L2 flush, events with a
+device-wide sync). Each process measures twice: on its first allocations and again on fresh ones, so a
+difference *within* a process (memory placement) can be told from one *between* processes (a per-process
+choice: the library's algorithm, its workspace). Each measurement also records the kernels one call launched
+(torch.profiler) and the SM clock and temperature that `nvidia-smi` reported around it.
+
+    python benchmarks/probe_eager_variation.py [--tasks 1/2,1/10] [--processes 6] [--calls 100] [--out F.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+DEFAULT_TASKS = "1/2,1/10,1/11,1/12,1/13"
+
+
+def gpu_state() -> dict[str, float] | None:
+    """SM clock (MHz), temperature (C) and power (W) as nvidia-smi reports them now (None without it)."""
+    query = ["nvidia-smi", "--query-gpu=clocks.sm,temperature.gpu,power.draw", "--format=csv,noheader,nounits"]
+    try:
+        line = subprocess.run(query, capture_output=True, text=True, timeout=10, check=True).stdout.splitlines()[0]
+        sm, temperature, power = (float(part) for part in line.split(","))
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+    return {"sm_mhz": sm, "temperature_c": temperature, "power_w": power}
+
+
+def kernels_of_one_call(call) -> list[str]:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    return sorted({event.name for event in prof.events() if event.device_type == torch.autograd.DeviceType.CUDA})
+
+
+def measure_once(module, seeds: list[int], calls: int, keep: list) -> dict:
+    import torch
+
+    from builder import config
+    from builder.verify.timing import CallTimer, build_input_sets
+
+    sets = build_input_sets(module, seeds, "cuda", lambda model, seed: model, with_reference=False)
+    timer = CallTimer(sets, "cuda", atol=1.0, rtol=1.0)
+    with torch.no_grad():
+        for _ in range(config.WARMUP_CALLS):
+            timer.time_call()
+        before = gpu_state()
+        samples = [timer.time_call() for _ in range(calls)]
+        after = gpu_state()
+        kernels = kernels_of_one_call(lambda: sets[0].call(*timer.live))
+    pointers = [t.data_ptr() % (2 << 20) for t in timer.live if isinstance(t, torch.Tensor)]
+    keep.append((sets, timer))  # held: the next measurement gets new memory, not these blocks again
+    return {"median_ms": statistics.median(samples), "min_ms": min(samples), "kernels": kernels,
+            "gpu_before": before, "gpu_after": after, "input_offsets_in_2mib": pointers}  # fmt: skip
+
+
+def child(task_spec: str, calls: int) -> None:
+    """One fresh process: the task's eager, measured on two sets of allocations."""
+    import torch
+
+    from builder.tasks import load_task_module, resolve_task
+
+    module = load_task_module(resolve_task(task_spec))
+    seeds = [1234, 5678]
+    torch.cuda.init()  # PyTorch's default settings, as a timing window times eager
+    held: list = []
+    first = measure_once(module, seeds, calls, held)
+    second = measure_once(module, seeds, calls, held)
+    print(json.dumps({"task": task_spec, "first": first, "second": second}))
+
+
+def summarise(task: str, runs: list[dict]) -> dict:
+    medians = [run[which]["median_ms"] for run in runs for which in ("first", "second")]
+    within = [abs(run["first"]["median_ms"] / run["second"]["median_ms"] - 1) for run in runs]
+    by_kernels: dict[str, list[float]] = {}
+    for run in runs:
+        for which in ("first", "second"):
+            by_kernels.setdefault(" | ".join(run[which]["kernels"]), []).append(run[which]["median_ms"])
+    return {
+        "task": task,
+        "processes": len(runs),
+        "median_ms_range": [min(medians), max(medians)],
+        "between_processes_max_over_min": max(medians) / min(medians),
+        "within_process_max_rel_diff": max(within),
+        "kernel_sets": {names: {"n": len(ms), "median_ms": statistics.median(ms)} for names, ms in by_kernels.items()},
+        "sm_mhz": sorted({(run[w]["gpu_after"] or {}).get("sm_mhz") for run in runs for w in ("first", "second")}),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", default=DEFAULT_TASKS)
+    parser.add_argument("--processes", type=int, default=6)
+    parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.calls)
+        return 0
+    report = {"runs": {}, "summary": []}
+    for task in args.tasks.split(","):
+        runs = []
+        for _ in range(args.processes):
+            argv = [sys.executable, __file__, "--child", task, "--calls", str(args.calls)]
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+            if done.returncode != 0:
+                print(f"{task}: a process failed: {done.stderr.strip()[-500:]}", file=sys.stderr)
+                continue
+            runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        if not runs:
+            continue
+        report["runs"][task] = runs
+        summary = summarise(task, runs)
+        report["summary"].append(summary)
+        print(json.dumps(summary, indent=1), flush=True)
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
