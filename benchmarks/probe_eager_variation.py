@@ -4,8 +4,7 @@ Each task is timed in several fresh processes, one after another on an otherwise
 window times eager (`timing.CallTimer`: rotating input sets through the same buffers, L2 flush, events with a
 device-wide sync). Each process measures twice: on its first allocations and again on fresh ones, so a
 difference *within* a process (memory placement) can be told from one *between* processes (a per-process
-choice: the library's algorithm, its workspace); then once more with blocks of calls rotating over four sets
-of input buffers (does a median over several placements agree better from process to process?). Each measurement also records the kernels one call launched
+choice: the library's algorithm, its workspace). Each measurement also records the kernels one call launched
 (torch.profiler) and the SM clock and temperature that `nvidia-smi` reported around it.
 
     python benchmarks/probe_eager_variation.py [--tasks 1/2,1/10] [--processes 6] [--calls 100] [--out F.json]
@@ -67,27 +66,6 @@ def measure_once(module, seeds: list[int], calls: int, keep: list) -> dict:
             "gpu_before": before, "gpu_after": after, "input_offsets_in_2mib": pointers}  # fmt: skip
 
 
-def measure_rotated(module, seeds: list[int], calls: int, placements: int, block: int = 10) -> dict:
-    """Blocks of `block` calls rotating over `placements` timers (each its own input buffers): the median over
-    all of them, as a window would take it if it moved its buffers between blocks."""
-    import torch
-
-    from builder import config
-    from builder.verify.timing import CallTimer, build_input_sets
-
-    sets = build_input_sets(module, seeds, "cuda", lambda model, seed: model, with_reference=False)
-    timers = [CallTimer(sets, "cuda", atol=1.0, rtol=1.0) for _ in range(placements)]
-    samples = []
-    with torch.no_grad():
-        for timer in timers:
-            for _ in range(max(1, config.WARMUP_CALLS // placements)):
-                timer.time_call()
-        for index in range(0, calls, block):
-            timer = timers[(index // block) % placements]
-            samples += [timer.time_call() for _ in range(block)]
-    return {"median_ms": statistics.median(samples), "min_ms": min(samples)}
-
-
 def child(task_spec: str, calls: int) -> None:
     """One fresh process: the task's eager, measured on two sets of allocations."""
     import torch
@@ -100,8 +78,7 @@ def child(task_spec: str, calls: int) -> None:
     held: list = []
     first = measure_once(module, seeds, calls, held)
     second = measure_once(module, seeds, calls, held)
-    rotated = measure_rotated(module, seeds, calls, placements=4)
-    print(json.dumps({"task": task_spec, "first": first, "second": second, "rotated4": rotated}))
+    print(json.dumps({"task": task_spec, "first": first, "second": second}))
 
 
 def summarise(task: str, runs: list[dict]) -> dict:
@@ -116,8 +93,6 @@ def summarise(task: str, runs: list[dict]) -> dict:
         "processes": len(runs),
         "median_ms_range": [min(medians), max(medians)],
         "between_processes_max_over_min": max(medians) / min(medians),
-        "rotated4_max_over_min": max(run["rotated4"]["median_ms"] for run in runs)
-        / min(run["rotated4"]["median_ms"] for run in runs),
         "within_process_max_rel_diff": max(within),
         "kernel_sets": {names: {"n": len(ms), "median_ms": statistics.median(ms)} for names, ms in by_kernels.items()},
         "sm_mhz": sorted({(run[w]["gpu_after"] or {}).get("sm_mhz") for run in runs for w in ("first", "second")}),

@@ -44,10 +44,6 @@ TIMED_CALLS = 100
 TIMING_BUDGET_S = 10.0  # stop early past this, with at least MIN_TIMED_CALLS
 MIN_TIMED_CALLS = 20
 INPUT_SETS = 2  # rotate at least two input sets while timing
-# A window's blocks rotate over this many copies of the input buffers (fewer where the copies would pass
-# TIMING_PLACEMENT_BYTES): a kernel's time depends on where its buffers lie in memory.
-TIMING_PLACEMENTS = 4
-TIMING_PLACEMENT_BYTES = 1 << 30
 TIMING_BLOCKS = 10  # a candidate's timed calls in this many blocks, alternating with PyTorch eager's blocks
 MIN_TIMING_BLOCKS = 4  # blocks before the time budget may end the window (the ratio's spread needs several)
 # A window ends early, after MIN_TIMING_BLOCKS, once the per-block eager/candidate ratios and the candidate's
@@ -260,9 +256,6 @@ EVAL_POOL_SIZE = 1  # pre-started evaluation processes per GPU worker, beyond th
 # timing window owns the device (builder/verify/device_gate.py). One on the CPU backend, whose checks would
 # compete with the compiles for the same cores. On an H200 box, 96 kernels: 997/h with four, 1223/h with eight.
 EVAL_WORKERS_PER_GPU = 8
-# Processes that judge outputs against the clean reference (`judge_pool`), shared by all evaluation workers of a
-# builder process; 0 judges in the calling thread.
-JUDGE_PROCESSES = 4
 EVAL_WORKERS_CPU = 1
 # Cores kept per GPU for its timing windows on CUDA builds (builder/verify/device_gate.py): no other sandboxed
 # process runs there. Kept only when at least half the cores remain for compiles and the rest.

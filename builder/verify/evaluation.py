@@ -5,12 +5,10 @@
    sandbox), and every candidate of the task is judged against them.
 2. `run_judged` runs the candidate's child (mode "evaluate"). Once it has loaded the task it says "ready" and
    waits for its checks to be granted a shared hold on the device (`device_gate`); it writes the candidate's
-   outputs and waits again; a watcher thread here has them judged at once (`judge.find_checks`, in a judge
-   process: `judge_pool`) and answers "time"
+   outputs and waits again; a watcher thread here judges them at once (`judge.judge_checks`) and answers "time"
    (once the device is owned for the window) or "stop", so the timing budget is spent only on kernels that
-   passed. After the child exits, those findings are weighed with the child's own claims and flags
-   (`judge.apply_findings`: no output is compared twice), and the first output of each timed input set is
-   judged against its clean reference.
+   passed. After the child exits, the checks are judged with the
+   child's own flags and the first output of each timed input set against its clean reference.
 
 No file written by a child is trusted: each is read as safetensors with a size bound, one output at a time.
 """
@@ -31,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from builder import config
 from builder.tasks import Task
-from builder.verify import environment, judge, judge_pool, tensor_files
+from builder.verify import environment, judge, tensor_files
 from builder.verify.device_gate import DeviceGate, device_gate, write_word, yield_words
 from builder.verify.pool import PooledChild, build_job, run_child, run_in_turn
 from builder.verify.reference import public_manifest
@@ -164,7 +162,7 @@ class _Watcher(threading.Thread):
         super().__init__(daemon=True, name="ka-judge")
         self.job, self.reference, self.gate = job, reference, gate
         self.done = threading.Event()
-        self.findings: judge.CheckFindings | None = None  # what the comparisons of the checks' outputs found
+        self.outputs: dict[str, Any] | None = None
         self.error: str | None = None
         self.process: SandboxedProcess | None = None
         self._shared = False
@@ -227,8 +225,9 @@ class _Watcher(threading.Thread):
     def _judge(self, directory: Path) -> None:
         verdict, began = "stop", time.monotonic()
         try:
-            self.findings = find_checks(directory, self.reference, self.job)
-            first = judge.apply_findings({"status": "correct", "flags": []}, self.findings)
+            self.outputs = tensor_files.OutputsDir(directory, self.reference.file_limit())
+            first = judge.judge_checks({"status": "correct", "flags": []}, self.outputs, self.reference.outputs,
+                                       self.reference.manifest, *_tolerance(self.job))  # fmt: skip
             verdict = "time" if first["status"] == "correct" else "stop"
         except tensor_files.OutputFileError as exc:
             self.error = str(exc)
@@ -297,15 +296,15 @@ def run_judged(job: dict[str, Any], scratch: Path, options: VerifyOptions, refer
         result["phase_s"].update(watcher.seconds)  # the child's phases are its claims, for the log alone
     if result is None or result.get("status") not in ("correct", "runtime_error", "incorrect"):
         return result, outcome
-    findings = watcher.findings
-    if findings is None:
+    outputs = watcher.outputs
+    if outputs is None:
         try:
-            findings = find_checks(Path(job["outputs_dir"]), reference, job)
+            outputs = tensor_files.OutputsDir(job["outputs_dir"], reference.file_limit())
         except tensor_files.OutputFileError as exc:
             if result.get("status") != "correct":
                 return result, outcome  # it failed before writing outputs (raised on load, say)
             return {**result, "status": "incorrect", "error": f"the candidate's outputs: {exc}"}, outcome
-    judged = judge.apply_findings(result, findings)
+    judged = judge.judge_checks(result, outputs, reference.outputs, reference.manifest, *_tolerance(job))
     if judged["status"] == "correct" and isinstance(result.get("runtime"), dict):
         error = _timing_error(job, reference)
         if error:
@@ -316,21 +315,12 @@ def run_judged(job: dict[str, Any], scratch: Path, options: VerifyOptions, refer
     return judged, outcome
 
 
-def find_checks(directory: Path, reference: CleanReference, job: dict[str, Any]) -> judge.CheckFindings:
-    """The comparisons of the checks' outputs in `directory`, made once, in a judge process (raises
-    tensor_files.OutputFileError when the directory cannot be read)."""
-    tensor_files.OutputsDir(directory, reference.file_limit())  # its index, checked here: a clear error
-    return judge_pool.run(judge_pool.find_checks, (str(directory), reference.file_limit()),
-                          judge_pool.source_of(reference.outputs), reference.manifest, *_tolerance(job))  # fmt: skip
-
-
 def _timing_error(job: dict[str, Any], reference: CleanReference) -> str | None:
     sets = int(reference.manifest.get("timing_sets") or 0)
     if not sets:
         return None
     try:
-        tensor_files.OutputsDir(job["timing_outputs_dir"], reference.file_limit())
+        timed = tensor_files.OutputsDir(job["timing_outputs_dir"], reference.file_limit())
     except tensor_files.OutputFileError as exc:
         return f"timed outputs: {exc}"
-    return judge_pool.run(judge_pool.judge_timing, (job["timing_outputs_dir"], reference.file_limit()),
-                          judge_pool.source_of(reference.outputs), sets, *_tolerance(job))  # fmt: skip
+    return judge.judge_timing(timed, reference.outputs, sets, *_tolerance(job))

@@ -72,8 +72,7 @@ def _stats(samples_ms: list[float]) -> dict[str, Any]:
     }
 
 
-def describe_method(device: str, warmup_calls: int, n: int, n_sets: int, window_warmup_calls: int = 0,
-                    placements: int = 1) -> str:  # fmt: skip
+def describe_method(device: str, warmup_calls: int, n: int, n_sets: int, window_warmup_calls: int = 0) -> str:
     if device == "cuda":
         how = (
             "CUDA events on the current stream around each call with torch.cuda.synchronize() inside the "
@@ -85,46 +84,26 @@ def describe_method(device: str, warmup_calls: int, n: int, n_sets: int, window_
     if window_warmup_calls:
         warmup = (f"{warmup_calls} warm-up calls before the window (device shared) and {window_warmup_calls} in it, "
                   "excluded")  # fmt: skip
-    buffers = "the same buffers" if placements <= 1 else f"{placements} copies of the buffers, one per block"
     return (
         f"{how}; {warmup}; {n} timed calls rotating {n_sets} input sets "
-        f"through {buffers}; every timed output checked against its reference"
+        "through the same buffers; every timed output checked against its reference"
     )
 
 
-def placements_for(inputs: list[Any]) -> int:
-    """How many sets of input buffers a window rotates over: `config.TIMING_PLACEMENTS`, fewer where the copies
-    would pass `config.TIMING_PLACEMENT_BYTES`. A kernel's time depends on where its buffers lie (the same
-    cuDNN conv measured 8 % apart on two allocations in one process): a median over several placements is
-    what a second process can reproduce."""
-    import torch
-
-    size = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
-    return max(1, min(config.TIMING_PLACEMENTS, config.TIMING_PLACEMENT_BYTES // max(size, 1)))
-
-
 class CallTimer:
-    """Times single calls rotating over input sets through a few sets of buffers (one per block: `place`),
-    checking every output."""
+    """Times single calls rotating over input sets through one set of buffers, checking every output."""
 
     def __init__(self, sets: list[InputSet], device: str, atol: float, rtol: float) -> None:
         import torch
 
         self.sets, self.device, self.atol, self.rtol = sets, device, atol, rtol
-        # The buffers the calls see: contents rotate between input sets call by call, so a result cached by
-        # address goes stale at once; which copy is live changes between blocks (`place`).
-        self.buffers = [snapshot(sets[0].inputs) for _ in range(placements_for(sets[0].inputs))]
-        self.live = self.buffers[0]
+        self.live = snapshot(sets[0].inputs)  # the buffers every call sees; contents rotate between sets
         if device == "cuda":
             self.flush = torch.empty(config.L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
         else:
             self.flush = torch.empty(config.CPU_CACHE_FLUSH_BYTES // 4, dtype=torch.float32)
         self.calls = 0
         self.first_outputs: dict[str, Any] = {}
-
-    def place(self, index: int) -> None:
-        """Calls from now on see buffer copy `index` (modulo how many there are)."""
-        self.live = self.buffers[index % len(self.buffers)]
 
     def time_call(self) -> float:
         """One call on the next input set; its time in ms (TimingMismatch when its output is stale)."""
@@ -181,17 +160,14 @@ def measure(
     timer = CallTimer(sets, device, atol, rtol)
     samples: list[float] = []
     # Every set is seen once before timing starts (a per-model torch.compile happens in warm-up).
-    warmup_calls = max(warmup_calls, len(sets), len(timer.buffers))
+    warmup_calls = max(warmup_calls, len(sets))
     with torch.no_grad():
-        for index in range(warmup_calls):
-            timer.place(index)
+        for _ in range(warmup_calls):
             timer.time_call()
         started = time.perf_counter()
         chunk = max(1, round(timed_calls / config.TIMING_BLOCKS))
         settled = False
-        rotate = chunk >= len(sets)  # as in a window: each copy sees its contents change from call to call
-        for index in range(max(timed_calls, 1)):
-            timer.place(index // chunk if rotate else 0)  # one placement per block of calls
+        for _ in range(max(timed_calls, 1)):
             samples.append(timer.time_call())
             if len(samples) >= min_calls and time.perf_counter() - started > budget_s:
                 break
@@ -200,8 +176,7 @@ def measure(
                 if relative_spread(chunks) <= config.TIMING_STABLE_SPREAD:
                     settled = True  # the median of further calls would not move
                     break
-    method = describe_method(device, warmup_calls, len(samples), len(sets),
-                             placements=min(len(timer.buffers), -(-len(samples) // chunk)) if rotate else 1)  # fmt: skip
+    method = describe_method(device, warmup_calls, len(samples), len(sets))
     if settled:
         spread = config.TIMING_STABLE_SPREAD
         method += f"; {config.TIMING_SETTLED_CLAUSE} the medians of {chunk}-call blocks varied by <= {spread:.0%}"
@@ -236,13 +211,11 @@ def warm_up(candidate: CallTimer, eager: CallTimer, calls: int, between_steps: C
     `between_steps` runs between two pairs (their work synchronised): the child yields the device there."""
     import torch
 
-    calls = max(calls, len(candidate.sets), len(candidate.buffers), len(eager.buffers))
+    calls = max(calls, len(candidate.sets))
     with torch.no_grad():
         for index in range(calls):
             if index and between_steps is not None:
                 between_steps()
-            candidate.place(index)  # every copy of the buffers is touched before the window
-            eager.place(index)
             candidate.time_call()
             eager.time_call()
     return calls
@@ -265,12 +238,7 @@ def _window(candidate: CallTimer, eager: CallTimer, device: str, warmed: int, wi
             candidate.time_call()
             eager.time_call()
         started = time.perf_counter()
-        # One placement per block, so that the median spans several; only where a block holds every input set,
-        # so that each copy of the buffers sees its contents change from call to call.
-        rotate = per_block >= len(candidate.sets)
         for block in range(blocks):
-            candidate.place(block if rotate else 0)
-            eager.place(block if rotate else 0)
             cand_block, eager_block = [], []
             for pair in range(per_block):
                 # Which side goes first alternates pair by pair, so neither always follows the other.
@@ -290,8 +258,7 @@ def _window(candidate: CallTimer, eager: CallTimer, device: str, warmed: int, wi
             if enough and relative_spread(ratios) <= stable and relative_spread(cand_medians) <= stable:
                 stopped_early = True  # the ratio and the kernel's time have settled: more blocks would not move them
                 break
-    method = describe_method(device, warmed, len(cand_samples), len(candidate.sets), window_warmup,
-                             min(len(candidate.buffers), len(ratios)) if rotate else 1)  # fmt: skip
+    method = describe_method(device, warmed, len(cand_samples), len(candidate.sets), window_warmup)
     method += (
         f"; PyTorch eager timed the same way in the same window, its calls alternating with the candidate's "
         f"(first side swapped every pair), {len(ratios)} blocks of {per_block} pairs (speedup = eager median / "
