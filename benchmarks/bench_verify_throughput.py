@@ -244,6 +244,8 @@ def measure_stream(pairs, options: VerifyOptions, label: str) -> dict[str, float
             f"{label}: checks yielded to a window per kernel": (gate.stats.yields - before.yields) / n,
             f"{label}: clean reference s/task": verifier.references.compute_s / tasks,
             f"{label}: measured baselines s/task": owned.get("baseline", 0.0) / tasks,
+            f"{label}: baseline children wall s (mean)":
+                statistics.mean(verifier.baselines.children_s) if verifier.baselines.children_s else float("nan"),
             f"{label}: wall s/kernel not in a timing window or baseline":
                 (wall - owned.get("timing", 0.0) - owned.get("baseline", 0.0)) / n}  # fmt: skip
 

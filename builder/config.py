@@ -262,6 +262,7 @@ EVAL_WORKERS_CPU = 1
 TIMING_CORES_PER_GPU = 2
 BASELINE_TIMEOUT_S = 900.0
 # Parallel children that compile torch.compile baselines ahead of their measured run (CUDA builds).
+REFERENCE_WARM_WORKERS = 4  # clean references computed ahead of the tasks' first candidates (CUDA builds)
 BASELINE_WARM_WORKERS = 4  # eager + torch.compile baselines of one task (inductor compiles inside)
 SEED_BITS = 63  # seeds are secrets.randbits(SEED_BITS), drawn per build
 

@@ -43,6 +43,7 @@ class BaselineCache:
         self._warming: dict[str, Future] = {}
         self._refreshed: set[str] = set()  # keys measured again in this build
         self._key_locks: dict[str, threading.Lock] = {}
+        self.children_s: list[float] = []  # wall seconds of each baseline child run (the throughput benchmark)
 
     def _compiler_cache(self) -> tuple[dict[str, str], list[Path]]:
         """inductor/triton caches shared by this build's baseline children (reference code only: candidate
@@ -119,6 +120,7 @@ class BaselineCache:
                                               exclusive=True, env_extra=env, writable=writable, cancel=cancel)  # fmt: skip
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
+            self.children_s.append(outcome.wall_s)
             if result is None or verdict.speedup(result.get("eager_ms"), 1.0) is None:
                 reason = (result or {}).get("error") or outcome.stderr_tail.strip().splitlines()[-3:]
                 log.warning("baseline of task %s failed (%s): %s", task.id, outcome.describe(), reason)

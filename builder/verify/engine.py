@@ -29,9 +29,9 @@ from builder.tasks import Task
 from builder.verify import batching, environment, verdict
 from builder.verify.baseline_cache import BaselineCache
 from builder.verify.compile import CompileResult, build_extension, default_cache_dir
-from builder.verify.device_gate import Exclusive, device_gate
 from builder.verify.evaluation import ReferenceCache, process_reference_cache, run_judged
-from builder.verify.pool import CHILD_MODULE, EvalPool, PooledChild, build_job, child_env, run_child
+from builder.verify.pool import CHILD_MODULE, EvalPool, PooledChild, build_job, child_env
+from builder.verify.profiling import attach_profiles
 from builder.verify.sandbox import resolve_isolation
 from schemas import KernelRecord
 
@@ -111,11 +111,35 @@ def _extra_fields(options: VerifyOptions, task: Task) -> dict[str, Any]:
     return extra
 
 
+@dataclass
+class Evaluated:
+    """A candidate's evaluation up to its record: the record itself where nothing is left to wait for, else what
+    `finish_record` needs (the baseline is the task's, and may still be being measured)."""
+
+    record: KernelRecord | None = None
+    candidate: Candidate | None = None
+    task: Task | None = None
+    options: VerifyOptions | None = None
+    compiled: CompileResult | None = None
+    base: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    static_flags: set[str] = field(default_factory=set)
+    status: str = ""
+    error: str | None = None
+    result: dict[str, Any] | None = None
+
+
 def evaluate_compiled(compiled: CompileResult, candidate: Candidate, task: Task, options: VerifyOptions,
                       pooled: PooledChild | None = None, baselines: BaselineCache | None = None,
                       references: ReferenceCache | None = None) -> KernelRecord:  # fmt: skip
     """Evaluate a compiled candidate in a fresh sandboxed child, judge it against the task's clean reference
     (computed once per task by `references`) and assemble its record."""
+    return finish_record(start_evaluation(compiled, candidate, task, options, pooled, references), baselines)
+
+
+def start_evaluation(compiled: CompileResult, candidate: Candidate, task: Task, options: VerifyOptions,
+                     pooled: PooledChild | None = None, references: ReferenceCache | None = None) -> Evaluated:  # fmt: skip
+    """`evaluate_compiled` up to the baseline: the child run and judged, its child and scratch gone."""
     options = options.with_seeds()
     base = verdict.base_fields(candidate, task, options.backend)
     extra = _extra_fields(options, task)
@@ -127,14 +151,14 @@ def evaluate_compiled(compiled: CompileResult, candidate: Candidate, task: Task,
         status = "timeout" if compiled.timed_out else "compile_error"
         record = verdict.assemble_record(base, status=status, error=compiled.error, static_flags=static_flags,
                                          extra=extra)  # fmt: skip
-        return attach_profiles(record, candidate, task, options, compiled)
+        return Evaluated(record=attach_profiles(record, candidate, task, options, compiled))
     reference = (references or process_reference_cache()).get(task, options)
     if reference.error:  # the task's reference failed in a clean process: nothing to judge against
         if pooled is not None:
             pooled.discard()
         record = verdict.assemble_record(base, status="runtime_error", error=reference.error,
                                          static_flags=static_flags, extra=extra)  # fmt: skip
-        return attach_profiles(record, candidate, task, options, compiled)
+        return Evaluated(record=attach_profiles(record, candidate, task, options, compiled))
     scratch = pooled.scratch if pooled is not None else Path(tempfile.mkdtemp(prefix="ka-eval-"))
     try:
         job = build_job(task, candidate, compiled, options, "evaluate", scratch)
@@ -154,17 +178,37 @@ def evaluate_compiled(compiled: CompileResult, candidate: Candidate, task: Task,
         status, error = "crash", f"child ended without a result ({outcome.describe()}); stderr tail:\n{tail}"
     else:
         status, error = str(result.get("status")), result.get("error")
-        log.debug("evaluation phases of %s: %s", candidate.kernel_name, json.dumps(result.get("phase_s")))
-    baseline = None
-    runtime = (result or {}).get("runtime")
-    if status == "correct" and isinstance(runtime, dict) and runtime.get("median_ms"):
+    return Evaluated(candidate=candidate, task=task, options=options, compiled=compiled, base=base, extra=extra,
+                     static_flags=static_flags, status=status, error=error, result=result)  # fmt: skip
+
+
+def needs_baseline(evaluated: Evaluated) -> bool:
+    """A correct kernel's record carries its task's baseline (torch.compile's time, the clean eager)."""
+    runtime = (evaluated.result or {}).get("runtime")
+    return evaluated.status == "correct" and isinstance(runtime, dict) and bool(runtime.get("median_ms"))
+
+
+def finish_record(evaluated: Evaluated, baselines: BaselineCache | None = None) -> KernelRecord:
+    """The record of a started evaluation: waits for the task's baseline where it needs one (measured early,
+    in parallel: `BaselineCache.prewarm`), then profiles. `Verifier.stream` runs it off the evaluation worker,
+    which goes on to its next candidate meanwhile."""
+    if evaluated.record is not None:
+        return evaluated.record
+    assert evaluated.options is not None and evaluated.task is not None and evaluated.candidate is not None
+    options, task, result = evaluated.options, evaluated.task, evaluated.result
+    baseline, waited = None, time.monotonic()
+    if needs_baseline(evaluated):
         baselines = baselines or BaselineCache(options.baseline_cache_dir)
         baseline = baselines.get(task, options)
-        if _eager_disagrees(result, baseline):  # the machine changed since the baseline was cached: measure again
+        if _eager_disagrees(result or {}, baseline):  # the machine changed since the baseline was cached: again
             baseline = baselines.get(task, options, refresh=True) or baseline
-    record = verdict.assemble_record(base, status=status, error=error, result=result, static_flags=static_flags,
-                                     baseline=baseline, extra=extra)  # fmt: skip
-    return attach_profiles(record, candidate, task, options, compiled)
+    if result is not None and isinstance(result.get("phase_s"), dict):
+        phases = {**result["phase_s"], "parent_wait_for_baseline": round(time.monotonic() - waited, 4)}
+        log.debug("evaluation phases of %s: %s", evaluated.candidate.kernel_name, json.dumps(phases))
+    record = verdict.assemble_record(evaluated.base, status=evaluated.status, error=evaluated.error, result=result,
+                                     static_flags=evaluated.static_flags, baseline=baseline, extra=evaluated.extra)  # fmt: skip
+    assert evaluated.compiled is not None
+    return attach_profiles(record, evaluated.candidate, task, options, evaluated.compiled)
 
 
 def _eager_disagrees(result: dict[str, Any], baseline: dict[str, Any] | None) -> bool:
@@ -175,79 +219,6 @@ def _eager_disagrees(result: dict[str, Any], baseline: dict[str, Any] | None) ->
     if not isinstance(in_window, (int, float)) or not isinstance(clean, (int, float)) or clean <= 0:
         return False
     return abs(in_window / clean - 1.0) > config.EAGER_CROSSCHECK_TOLERANCE
-
-
-def attach_profiles(
-    record: KernelRecord, candidate: Candidate, task: Task, options: VerifyOptions, compiled: CompileResult
-) -> KernelRecord:
-    """clang-tidy (parent, reads text), the child's torch.profiler summary and Nsight Compute (a
-    sandboxed child under ncu, correct CUDA kernels only) through builder.profile, when asked for.
-    A missing or failing profiler leaves {"error": reason}, never a failed record."""
-    if not options.profile:
-        return record
-    try:
-        from builder.profile import profile_record_fields
-    except ImportError as exc:  # written by another module owner; its absence must not fail a build
-        record.clang_tidy = json.dumps({"error": f"profiling unavailable: {exc}"})
-        return record
-    torch_profile = None
-    if record.torch_profile:
-        try:
-            torch_profile = json.loads(record.torch_profile)
-        except ValueError:
-            torch_profile = None
-    arch = environment.gpu_arch(options.device_index) if options.backend == "cuda" else None
-    scratch = Path(tempfile.mkdtemp(prefix="ka-ncu-"))
-    try:
-        ncu_kwargs = _run_ncu(record, candidate, task, options, compiled, scratch)
-        fields = profile_record_fields(
-            candidate.source,
-            candidate.language,
-            backend=options.backend,
-            torch_profile=torch_profile,
-            arch=arch,
-            **ncu_kwargs,
-        )
-    except Exception as exc:  # noqa: BLE001 - a profiler never fails a build
-        fields = {"clang_tidy": json.dumps({"error": f"profiling failed: {type(exc).__name__}: {exc}"[:4096]})}
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    for name, value in fields.items():
-        if name == "torch_own_fraction" and value is None:
-            continue  # keep the child's own-kernel fraction from the evaluation
-        if hasattr(record, name):
-            setattr(record, name, value)
-    return record
-
-
-def _run_ncu(
-    record: KernelRecord,
-    candidate: Candidate,
-    task: Task,
-    options: VerifyOptions,
-    compiled: CompileResult,
-    scratch: Path,
-) -> dict[str, Any]:
-    """Run the candidate under Nsight Compute in a sandboxed child; the keyword arguments that tell
-    profile_record_fields what happened (the report is parsed before `scratch` is removed)."""
-    if options.backend != "cuda":
-        return {}
-    if record.status != "correct" or not compiled.ok:
-        return {"ncu_error": f"not profiled: status {record.status}"}
-    from builder.profile import ncu
-
-    if ncu.ncu_available() is None:
-        return {}
-    report = scratch / "profile.ncu-rep"
-    job = build_job(task, candidate, compiled, options, "ncu", scratch)
-    with Exclusive(device_gate(options.backend, options.device_index), "ncu"):  # replays disturb, and are disturbed
-        _, outcome = run_child(job, scratch, options, config.NCU_TIMEOUT_S, argv_prefix=ncu.ncu_argv(str(report)))
-    return {
-        "ncu_report_path": report,
-        "ncu_timed_out": outcome.timed_out,
-        "ncu_returncode": outcome.returncode,
-        "ncu_stderr_tail": outcome.stderr_tail,
-    }
 
 
 def verify(candidate: Candidate, task: Task, options: VerifyOptions) -> KernelRecord:
@@ -306,6 +277,8 @@ class Verifier:
                     continue
 
         warmers = ThreadPoolExecutor(config.BASELINE_WARM_WORKERS, thread_name_prefix="ka-warm")
+        finishers = ThreadPoolExecutor(workers, thread_name_prefix="ka-finish")
+        reference_warmers = ThreadPoolExecutor(config.REFERENCE_WARM_WORKERS, thread_name_prefix="ka-reference")
 
         def produce() -> None:
             try:
@@ -314,6 +287,8 @@ class Verifier:
                     while not stop.is_set() and (window := list(islice(source, window_size))):
                         for _, task in window:
                             self.baselines.prewarm(task, self.options, warmers, cancel=stop)
+                            if self.options.backend == "cuda":  # the device idles through the first compiles
+                                self.references.prewarm(task, self.options, reference_warmers, cancel=stop)
                         sources = [(c.source, c.language) for c, _ in window]
                         for index, (candidate, _) in enumerate(window):
                             if candidate.language == "python":
@@ -334,6 +309,7 @@ class Verifier:
 
         def evaluate(device_index: int) -> None:
             options = replace(self.options, device_index=device_index)
+            finishing: list = []
             try:
                 cache_root = options.build_cache_dir or default_cache_dir()
                 cache_root.mkdir(parents=True, exist_ok=True)  # before the pool: its children bind it as it is now
@@ -345,12 +321,24 @@ class Verifier:
                         (candidate, task), compiled = item
                         usable = compiled.ok and pool.covers([task.path.parent, compiled.library_path])
                         pooled = pool.take() if usable else None
-                        records.put(evaluate_compiled(compiled, candidate, task, options, pooled, self.baselines,
-                                                      self.references))  # fmt: skip
+                        evaluated = start_evaluation(compiled, candidate, task, options, pooled, self.references)
+                        if needs_baseline(evaluated) or options.profile:
+                            # Waiting for the task's baseline (or profiling) need not hold this worker up.
+                            finishing.append(finishers.submit(finish, evaluated))
+                        else:
+                            records.put(finish_record(evaluated, self.baselines))
             except BaseException as exc:  # noqa: BLE001
                 records.put(exc)
             finally:
+                for future in finishing:  # this worker's records all out before it says it is done
+                    try:
+                        future.result()
+                    except BaseException as exc:  # noqa: BLE001
+                        records.put(exc)
                 records.put(_DONE)
+
+        def finish(evaluated: Evaluated) -> None:
+            records.put(finish_record(evaluated, self.baselines))
 
         pools: list[EvalPool] = []
         threads = [threading.Thread(target=produce, daemon=True)]
@@ -383,6 +371,8 @@ class Verifier:
             for pool in pools:  # pre-started children must not outlive the stream
                 pool.close()
             warmers.shutdown(wait=False, cancel_futures=True)
+            finishers.shutdown(wait=False, cancel_futures=True)
+            reference_warmers.shutdown(wait=False, cancel_futures=True)
             started = time.monotonic()
             for thread in threads:
                 thread.join(timeout=max(0.1, config.SANDBOX_KILL_GRACE_S - (time.monotonic() - started)))

@@ -5,10 +5,11 @@
    sandbox), and every candidate of the task is judged against them.
 2. `run_judged` runs the candidate's child (mode "evaluate"). Once it has loaded the task it says "ready" and
    waits for its checks to be granted a shared hold on the device (`device_gate`); it writes the candidate's
-   outputs and waits again; a watcher thread here judges them at once (`judge.judge_checks`) and answers "time"
+   outputs and waits again; a watcher thread here judges them at once (`judge.find_checks`) and answers "time"
    (once the device is owned for the window) or "stop", so the timing budget is spent only on kernels that
-   passed. After the child exits, the checks are judged with the
-   child's own flags and the first output of each timed input set against its clean reference.
+   passed. After the child exits, those findings are weighed with the child's own claims and flags
+   (`judge.apply_findings`: no output is compared twice), and the first output of each timed input set is
+   judged against its clean reference.
 
 No file written by a child is trusted: each is read as safetensors with a size bound, one output at a time.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import shutil
 import tempfile
 import threading
@@ -33,10 +35,12 @@ from builder.verify import environment, judge, tensor_files
 from builder.verify.device_gate import DeviceGate, device_gate, write_word, yield_words
 from builder.verify.pool import PooledChild, build_job, run_child, run_in_turn
 from builder.verify.reference import public_manifest
-from builder.verify.sandbox import ChildOutcome, SandboxedProcess
+from builder.verify.sandbox import ChildOutcome, SandboxCancelled, SandboxedProcess
 
 if TYPE_CHECKING:
     from builder.verify.engine import VerifyOptions
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -72,6 +76,7 @@ class ReferenceCache:
         self._lock = threading.Lock()
         self.computed = 0
         self.compute_s = 0.0  # wall seconds of the reference children run so far
+        self._warming: set[str] = set()
 
     @staticmethod
     def key(task: Task, options: VerifyOptions) -> str:
@@ -82,7 +87,7 @@ class ReferenceCache:
                     options.rtol if options.rtol is not None else rtol, options.trials]  # fmt: skip
         return hashlib.sha256(json.dumps(material).encode()).hexdigest()
 
-    def get(self, task: Task, options: VerifyOptions) -> CleanReference:
+    def get(self, task: Task, options: VerifyOptions, cancel: threading.Event | None = None) -> CleanReference:
         key = self.key(task, options)
         with self._lock:
             lock = self._locks.setdefault(key, threading.Lock())
@@ -92,7 +97,7 @@ class ReferenceCache:
                     self._entries.move_to_end(key)
                     return self._entries[key]
             directory = self.root / key[:24]
-            reference = compute_clean_reference(task, options, directory)
+            reference = compute_clean_reference(task, options, directory, cancel)
             weakref.finalize(reference, shutil.rmtree, str(directory), True)  # the files live as long as it does
             reference.owner = self
             self.computed += 1
@@ -103,6 +108,28 @@ class ReferenceCache:
                     # Dropped here; its files go once no evaluation holds it any more.
                     self._entries.popitem(last=False)
             return reference
+
+    def prewarm(self, task: Task, options: VerifyOptions, executor: Any, cancel: threading.Event | None = None) -> None:
+        """Compute the task's reference now, in a parallel child, rather than when its first candidate reaches
+        an evaluation worker (which would wait for it): a build's first compiles leave the device idle. Only
+        while the cache has room, so nothing computed early is dropped before it is used."""
+        key = self.key(task, options)
+        with self._lock:
+            if key in self._entries or key in self._warming or len(self._entries) + len(self._warming) >= self.capacity:
+                return
+            self._warming.add(key)
+        executor.submit(self._warm, task, options, key, cancel)
+
+    def _warm(self, task: Task, options: VerifyOptions, key: str, cancel: threading.Event | None) -> None:
+        try:
+            self.get(task, options, cancel)
+        except SandboxCancelled:
+            pass  # the build is stopping
+        except Exception as exc:  # noqa: BLE001 - an early start is an optimisation; get() reports failures
+            log.warning("reference of task %s, computed early, failed: %s", task.id, exc)
+        finally:
+            with self._lock:
+                self._warming.discard(key)
 
     def close(self) -> None:
         self._finalizer()
@@ -122,8 +149,10 @@ def process_reference_cache() -> ReferenceCache:
         return _process_cache
 
 
-def compute_clean_reference(task: Task, options: VerifyOptions, directory: Path) -> CleanReference:
-    """Run the reference child (the task only, never candidate code); its outputs stay in `directory`."""
+def compute_clean_reference(task: Task, options: VerifyOptions, directory: Path,
+                            cancel: threading.Event | None = None) -> CleanReference:  # fmt: skip
+    """Run the reference child (the task only, never candidate code); its outputs stay in `directory`. Setting
+    `cancel` kills it (SandboxCancelled: nothing is kept)."""
     scratch = Path(tempfile.mkdtemp(prefix="ka-reference-"))
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
@@ -132,7 +161,7 @@ def compute_clean_reference(task: Task, options: VerifyOptions, directory: Path)
         job["outputs_dir"] = str(directory)
         # Its GPU work shares the device with checks, never with a timing window.
         result, outcome = run_in_turn(job, scratch, options, config.REFERENCE_TIMEOUT_S, "reference", exclusive=False,
-                                      writable=[directory])  # fmt: skip
+                                      writable=[directory], cancel=cancel)  # fmt: skip
         if result is None or not isinstance(result.get("manifest"), dict):
             if outcome.timed_out:
                 how = f"timed out after {config.REFERENCE_TIMEOUT_S:g} s"
@@ -162,7 +191,7 @@ class _Watcher(threading.Thread):
         super().__init__(daemon=True, name="ka-judge")
         self.job, self.reference, self.gate = job, reference, gate
         self.done = threading.Event()
-        self.outputs: dict[str, Any] | None = None
+        self.findings: judge.CheckFindings | None = None  # what the comparisons of the checks' outputs found
         self.error: str | None = None
         self.process: SandboxedProcess | None = None
         self._shared = False
@@ -225,9 +254,8 @@ class _Watcher(threading.Thread):
     def _judge(self, directory: Path) -> None:
         verdict, began = "stop", time.monotonic()
         try:
-            self.outputs = tensor_files.OutputsDir(directory, self.reference.file_limit())
-            first = judge.judge_checks({"status": "correct", "flags": []}, self.outputs, self.reference.outputs,
-                                       self.reference.manifest, *_tolerance(self.job))  # fmt: skip
+            self.findings = find_checks(directory, self.reference, self.job)
+            first = judge.apply_findings({"status": "correct", "flags": []}, self.findings)
             verdict = "time" if first["status"] == "correct" else "stop"
         except tensor_files.OutputFileError as exc:
             self.error = str(exc)
@@ -296,15 +324,15 @@ def run_judged(job: dict[str, Any], scratch: Path, options: VerifyOptions, refer
         result["phase_s"].update(watcher.seconds)  # the child's phases are its claims, for the log alone
     if result is None or result.get("status") not in ("correct", "runtime_error", "incorrect"):
         return result, outcome
-    outputs = watcher.outputs
-    if outputs is None:
+    findings = watcher.findings
+    if findings is None:
         try:
-            outputs = tensor_files.OutputsDir(job["outputs_dir"], reference.file_limit())
+            findings = find_checks(Path(job["outputs_dir"]), reference, job)
         except tensor_files.OutputFileError as exc:
             if result.get("status") != "correct":
                 return result, outcome  # it failed before writing outputs (raised on load, say)
             return {**result, "status": "incorrect", "error": f"the candidate's outputs: {exc}"}, outcome
-    judged = judge.judge_checks(result, outputs, reference.outputs, reference.manifest, *_tolerance(job))
+    judged = judge.apply_findings(result, findings)
     if judged["status"] == "correct" and isinstance(result.get("runtime"), dict):
         error = _timing_error(job, reference)
         if error:
@@ -313,6 +341,13 @@ def run_judged(job: dict[str, Any], scratch: Path, options: VerifyOptions, refer
         for name in ("runtime", "eager_window", "speedup_blocks"):
             judged.pop(name, None)
     return judged, outcome
+
+
+def find_checks(directory: Path, reference: CleanReference, job: dict[str, Any]) -> judge.CheckFindings:
+    """The comparisons of the checks' outputs in `directory`, made once per candidate (raises
+    tensor_files.OutputFileError when the directory cannot be read)."""
+    outputs = tensor_files.OutputsDir(directory, reference.file_limit())
+    return judge.find_checks(outputs, reference.outputs, reference.manifest, *_tolerance(job))
 
 
 def _timing_error(job: dict[str, Any], reference: CleanReference) -> str | None:

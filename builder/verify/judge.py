@@ -17,6 +17,7 @@ its state comparison) are kept; disqualifying flags turn `correct` into `incorre
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from builder.verify.compare import Comparison, compare_outputs, same_bits
@@ -68,43 +69,43 @@ def tamper_reason(candidate: Outputs, reference: Outputs, manifest: dict[str, An
     return None
 
 
-def judge_checks(child_result: dict[str, Any], candidate: Outputs, reference: Outputs, manifest: dict[str, Any],
-                 atol: float, rtol: float) -> dict[str, Any]:  # fmt: skip
-    """The child's result with the comparisons made: status, flags, error, max_diff, mean_diff."""
-    result = dict(child_result)  # untrusted: only well-typed flags and notes are kept
-    flags = (
-        {f for f in result.get("flags") or [] if isinstance(f, str)} if isinstance(result.get("flags"), list) else set()
-    )
-    raw_notes = result.get("flag_notes") if isinstance(result.get("flag_notes"), dict) else {}
-    notes = {str(k): str(v) for k, v in raw_notes.items()}
+@dataclass
+class CheckFindings:
+    """What the comparisons of the checks' outputs found, before the child's claims are weighed: computed once
+    per candidate (in a judge process) and applied to whatever the child ends up claiming."""
 
-    def flag(name: str, why: str) -> None:
-        flags.add(name)
-        notes.setdefault(name, why)
+    errors: list[str] = field(default_factory=list)
+    flags: dict[str, str] = field(default_factory=dict)  # flag -> why
+    max_diff: float | None = None
+    mean_diff: float | None = None
+    judged_trials: int = 0
+    missing_trial: int | None = None  # the first trial without an output (fine only for a candidate that raised)
 
-    errors: list[str] = []
-    max_diff, mean_diffs, judged_trials = None, [], 0
+
+def find_checks(candidate: Outputs, reference: Outputs, manifest: dict[str, Any], atol: float,
+                rtol: float) -> CheckFindings:  # fmt: skip
+    """Every comparison the verdict of the checks rests on."""
+    found = CheckFindings()
+    mean_diffs: list[float] = []
     for index in range(int(manifest.get("trials") or 0)):
         name = f"trial{index}"
-        if name not in candidate:  # only a candidate that raised in this trial (runtime_error) may lack it
-            if result.get("status") == "correct":
-                errors.append(f"trial {index + 1}: the candidate's output is missing")
+        if name not in candidate:
+            found.missing_trial = index
             break
-        judged_trials += 1
+        found.judged_trials += 1
         comparison = compare_named(candidate.get(name), reference.get(name), atol, rtol)
         if comparison.max_diff is not None:
-            max_diff = max(max_diff or 0.0, comparison.max_diff)
+            found.max_diff = max(found.max_diff or 0.0, comparison.max_diff)
         if comparison.mean_diff is not None:
             mean_diffs.append(comparison.mean_diff)
         if comparison.uninitialized:
-            flag("uninitialized_output", "the poison (all-ones NaN) in the output where the reference has a value")
-        if not comparison.ok and not errors:
-            errors.append(f"trial {index + 1}: {comparison.error}")
-    if "uninitialized_output" in flags:  # the poison differs call to call: it, not randomness, explains a repeat
-        flags.discard("nondeterministic")
-        notes.pop("nondeterministic", None)
+            found.flags.setdefault("uninitialized_output",
+                                   "the poison (all-ones NaN) in the output where the reference has a value")  # fmt: skip
+        if not comparison.ok and not found.errors:
+            found.errors.append(f"trial {index + 1}: {comparison.error}")
+    found.mean_diff = sum(mean_diffs) / len(mean_diffs) if mean_diffs else None
     if manifest.get("degenerate"):
-        flag("degenerate_task", str(manifest["degenerate"]))
+        found.flags.setdefault("degenerate_task", str(manifest["degenerate"]))
     first = candidate.get("trial0")
     for index, kind, key in manifest.get("responsive_targets") or []:
         moved = candidate.get(f"perturbed{index}")
@@ -112,11 +113,32 @@ def judge_checks(child_result: dict[str, Any], candidate: Outputs, reference: Ou
             continue
         unchanged = compare_named(moved, first, atol, rtol).ok
         if unchanged and not compare_named(moved, reference.get(f"perturbed{index}"), atol, rtol).ok:
-            flag("ignores_input", f"output did not change when {kind} {key} was perturbed (the reference did)")
+            found.flags.setdefault("ignores_input",
+                                   f"output did not change when {kind} {key} was perturbed (the reference did)")  # fmt: skip
             break
     reason = tamper_reason(candidate, reference, manifest, atol, rtol)
     if reason:
-        flag("tampers_reference", reason)
+        found.flags.setdefault("tampers_reference", reason)
+    return found
+
+
+def apply_findings(child_result: dict[str, Any], found: CheckFindings) -> dict[str, Any]:
+    """The child's result with the comparisons' findings: status, flags, error, max_diff, mean_diff."""
+    result = dict(child_result)  # untrusted: only well-typed flags and notes are kept
+    flags = (
+        {f for f in result.get("flags") or [] if isinstance(f, str)} if isinstance(result.get("flags"), list) else set()
+    )
+    raw_notes = result.get("flag_notes") if isinstance(result.get("flag_notes"), dict) else {}
+    notes = {str(k): str(v) for k, v in raw_notes.items()}
+    errors = list(found.errors)
+    if found.missing_trial is not None and result.get("status") == "correct" and not errors:
+        errors.append(f"trial {found.missing_trial + 1}: the candidate's output is missing")
+    for name, why in found.flags.items():
+        flags.add(name)
+        notes.setdefault(name, why)
+    if "uninitialized_output" in flags:  # the poison differs call to call: it, not randomness, explains a repeat
+        flags.discard("nondeterministic")
+        notes.pop("nondeterministic", None)
     status = str(result.get("status") or "crash")
     disqualified = sorted(flags & disqualifying_flags())
     if status == "correct" and (errors or disqualified):
@@ -126,9 +148,15 @@ def judge_checks(child_result: dict[str, Any], candidate: Outputs, reference: Ou
         # The child's own reason stands where the comparisons found none (outputs stale across timed calls).
         kept = str(result["error"]) if status == "incorrect" and result.get("error") else None
         result["error"] = "; ".join(lines) or kept
-    result.update(status=status, flags=sorted(flags), trials=judged_trials, flag_notes=dict(sorted(notes.items())), max_diff=max_diff,
-                  mean_diff=sum(mean_diffs) / len(mean_diffs) if mean_diffs else None)  # fmt: skip
+    result.update(status=status, flags=sorted(flags), trials=found.judged_trials, flag_notes=dict(sorted(notes.items())),
+                  max_diff=found.max_diff, mean_diff=found.mean_diff)  # fmt: skip
     return result
+
+
+def judge_checks(child_result: dict[str, Any], candidate: Outputs, reference: Outputs, manifest: dict[str, Any],
+                 atol: float, rtol: float) -> dict[str, Any]:  # fmt: skip
+    """The child's result with the comparisons made: status, flags, error, max_diff, mean_diff."""
+    return apply_findings(child_result, find_checks(candidate, reference, manifest, atol, rtol))
 
 
 def judge_timing(candidate: Outputs, reference: Outputs, sets: int, atol: float, rtol: float) -> str | None:

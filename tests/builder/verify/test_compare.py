@@ -1,4 +1,5 @@
-"""builder.verify.compare: the chunked pass the judge takes on the CPU gives the whole-tensor pass's verdicts."""
+"""builder.verify.compare: the chunked pass the judge takes on the CPU gives the whole-tensor pass's verdicts,
+figures and messages, for passing and failing outputs alike."""
 
 from __future__ import annotations
 
@@ -37,14 +38,19 @@ def perturbed(name: str) -> tuple[torch.Tensor, torch.Tensor]:
         ref[17] = float("inf")
     elif name == "NaN where the reference has NaN":
         ref[3] = cand[3] = float("nan")
+    elif name == "every value wrong, some never written":
+        cand = -ref
+        cand.view(torch.int32)[2_000:2_500] = -1
+        cand[9_000] = float("inf")
     return cand, ref
 
 
 @pytest.mark.parametrize("case", ["within", "one value out", "NaN in the candidate", "poison",
                                   "reference infinity matched", "reference infinity missed",
-                                  "NaN where the reference has NaN"])  # fmt: skip
+                                  "NaN where the reference has NaN", "every value wrong, some never written"])  # fmt: skip
 def test_chunked_and_whole_passes_agree(small_chunks, monkeypatch, case):
     cand, ref = perturbed(case)
+    assert compare._compare_in_chunks("output 0", cand, ref, 1e-3, 1e-3) is not None  # failures are chunked too
     chunked, whole = both_ways(cand, ref, monkeypatch)
     assert (chunked.ok, chunked.error, chunked.uninitialized) == (whole.ok, whole.error, whole.uninitialized)
     assert chunked.ok == (case in ("within", "reference infinity matched", "NaN where the reference has NaN"))
@@ -57,8 +63,9 @@ def test_half_precision_outputs_are_compared_in_fp32_chunk_by_chunk(small_chunks
     ref = torch.randn(5_000, generator=torch.Generator().manual_seed(1)).half()
     cand = ref.clone()
     cand[4_321] += 0.5
+    cand.view(torch.int16)[100:110] = -1  # the poison in fp16
     chunked, whole = both_ways(cand, ref, monkeypatch)
-    assert not chunked.ok and chunked.error == whole.error
+    assert not chunked.ok and chunked.error == whole.error and chunked.uninitialized and whole.uninitialized
     assert both_ways(ref.clone(), ref, monkeypatch)[0].ok
 
 

@@ -7,6 +7,7 @@ The fake keeps to the job/result contract of docs/architecture.md; its behaviour
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import replace
 
@@ -266,3 +267,25 @@ def test_a_prestarted_child_that_died_is_replaced_by_a_fresh_one(task, options):
         result, outcome = run_child(job, dead.scratch, options, 30, pooled=dead)
         assert outcome.returncode == 0 and result["status"] == "correct"
         dead.discard()
+
+
+def test_a_record_waiting_for_its_tasks_baseline_does_not_hold_up_the_worker(task, options, monkeypatch):
+    """One evaluation worker: while the correct kernel's record waits for the task's baseline (being measured
+    elsewhere), the worker evaluates the next candidate, whose record comes out first; every record comes out."""
+    released = threading.Event()
+    real_get = BaselineCache.get
+
+    def slow_get(self, *args, **kwargs):
+        assert released.wait(30), "the baseline was never released"
+        return real_get(self, *args, **kwargs)
+
+    monkeypatch.setattr(BaselineCache, "get", slow_get)
+    pairs = [(candidate(task, {"status": "correct"}, "waits"), task),
+             (candidate(task, {"status": "incorrect", "max_diff": 1.0}, "next"), task)]  # fmt: skip
+    stream = Verifier(replace(options, eval_workers=1)).stream(pairs)
+    first = next(stream)
+    assert first.kernel_name == "next" and first.status == "incorrect"
+    released.set()
+    rest = list(stream)
+    assert [r.kernel_name for r in rest] == ["waits"] and rest[0].status == "correct"
+    assert rest[0].speedup_compile is not None  # the baseline it waited for is in it

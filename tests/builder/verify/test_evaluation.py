@@ -123,3 +123,30 @@ def test_a_crashing_neighbour_changes_no_verdict(task, options):
     assert sorted(r.kernel_name for r in records) == sorted(designs)  # none lost, none twice
     assert {r.kernel_name: r.status for r in records} == expected
     assert fake_children() == []
+
+
+@pytest.mark.parametrize("directive", [{}, {"wrong_output": True}])
+def test_the_outputs_of_the_checks_are_compared_once_per_candidate(task, options, monkeypatch, directive):
+    from builder.verify import evaluation
+
+    reference = ReferenceCache().get(task, options)
+    calls = []
+    real = evaluation.judge.find_checks
+    monkeypatch.setattr(evaluation.judge, "find_checks", lambda *a: calls.append(1) or real(*a))
+    result = judged(task, options, reference, directive, "once")
+    assert result["status"] == ("incorrect" if directive else "correct")
+    assert len(calls) == 1  # by the watcher, as soon as they were written; weighed again without comparing
+
+
+def test_references_computed_early_are_the_ones_evaluations_get_and_never_more_than_the_cache_holds(task, options):
+    other = load_suite().get("1/2")
+    cache = ReferenceCache(capacity=1)
+    with ThreadPoolExecutor(2) as warmers:
+        cache.prewarm(task, options, warmers)
+        cache.prewarm(other, options, warmers)  # no room left: left to its first candidate
+        cache.prewarm(task, options, warmers)  # already on its way
+    assert cache.computed == 1
+    early = cache.get(task, options)
+    assert cache.computed == 1 and early.error is None and early.manifest
+    cache.prewarm(task, options, ThreadPoolExecutor(1))  # held already: nothing to do
+    assert cache.computed == 1

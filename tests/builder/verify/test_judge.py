@@ -77,7 +77,7 @@ def test_an_evicted_reference_keeps_its_files_while_an_evaluation_holds_it(tmp_p
     from builder.verify import evaluation
     from builder.verify.engine import VerifyOptions
 
-    def fake_compute(task, options, directory):  # the reference child's files, without running one
+    def fake_compute(task, options, directory, cancel=None):  # the reference child's files, without running one
         return evaluation.CleanReference(outputs=write(directory, trial0=torch.ones(2)), manifest={"trials": 1})
 
     monkeypatch.setattr(evaluation, "compute_clean_reference", fake_compute)
