@@ -244,6 +244,7 @@ def _trials(binding: CandidateBinding, task_module: Any, job: dict, device: str,
         bound = binding.bind(model, task_module, seed, device)
         pristine_state = snapshot(list(bound.state.values()))
         candidate_inputs = snapshot(pristine)
+        between_steps()  # the model and inputs are made (a large model takes a while): the call is a step of its own
         out = run_candidate(bound, candidate_inputs, device, out_bytes)
         run.outputs[f"trial{index}"] = out
         run.trials += 1

@@ -240,7 +240,9 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 - candidate code runs in bind and warm-up; reported if it is timed
             prepare_error = exception_text(exc)
         phases.done("prepare_timing")
-    tensor_files.write_dir(job["outputs_dir"], run.outputs)
+    packed = tensor_files.pack_each(run.outputs)  # the last device work of the checks: copies to the host
+    _say(job, "checks_done_path", "done")  # the parent may end this child's shared hold: files are host work
+    tensor_files.write_dir(job["outputs_dir"], packed, packed=True)
     phases.done("write_outputs")
     if not wants_timing:
         return result
@@ -283,8 +285,12 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
 def _say_timed(job: dict[str, Any]) -> None:
     """The timed calls are over and synchronised: the parent may give the device to the next window while this
     process writes files and exits (it is stopped, as every member, while another owns the device)."""
-    if job.get("timed_path"):
-        Path(job["timed_path"]).write_text("timed")
+    _say(job, "timed_path", "timed")
+
+
+def _say(job: dict[str, Any], key: str, word: str) -> None:
+    if job.get(key):
+        Path(job[key]).write_text(word)
 
 
 def run_ncu(job: dict[str, Any]) -> dict[str, Any]:

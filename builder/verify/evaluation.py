@@ -216,13 +216,16 @@ class _Watcher(threading.Thread):
         self._shared = True
         self._say("checks_go_path", "checks")
         round_, asked = 1, False
+        checks_done = Path(self.job["checks_done_path"])
         while not self.done.is_set():
             if tensor_files.is_complete(directory):
                 self._release_shared()
                 self._judge(directory)
                 return
+            if self._shared and checks_done.exists():  # past its last yield point, outputs on the host:
+                self._release_shared()  # writing files needs no device
             pause, paused, resume = yield_words(Path(self.job["pause_path"]), round_)
-            if not asked and self.gate.owner_waiting():
+            if self._shared and not asked and self.gate.owner_waiting():
                 write_word(pause, "pause")
                 asked = True
             elif asked and paused.exists():
@@ -315,6 +318,7 @@ def run_judged(job: dict[str, Any], scratch: Path, options: VerifyOptions, refer
     job["checks_go_path"] = str(scratch / "checks_go")
     job["pause_path"] = str(scratch / "pause")  # pause.N / paused.N / resume.N: checks yielding to an owner
     job["timed_path"] = str(scratch / "timed")  # the child's timed calls are over: the window may end
+    job["checks_done_path"] = str(scratch / "checks_done")  # the checks' device work is over: the shared hold ends
     watcher = _Watcher(job, reference, device_gate(options.backend, options.device_index))
     try:
         result, outcome = run_child(job, scratch, options, options.timeout_s, pooled, on_start=watcher.attach)

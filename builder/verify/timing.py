@@ -43,15 +43,18 @@ class TimingMismatch(Exception):
     """An output produced while timing did not match its input set's reference."""
 
 
-def build_input_sets(task_module: Any, seeds: list[int], device: str, make_call,
-                     with_reference: bool = True) -> list[InputSet]:  # fmt: skip
+def build_input_sets(task_module: Any, seeds: list[int], device: str, make_call, with_reference: bool = True,
+                     between_steps: Callable[[], None] | None = None) -> list[InputSet]:  # fmt: skip
     """One set per seed: make_call(model, seed) -> callable; the reference from the task's own Model only where
-    `with_reference` (a clean process: never in a candidate's)."""
+    `with_reference` (a clean process: never in a candidate's). `between_steps` runs before each set's model
+    is made (the child yields the device there: a large model takes a while to build)."""
     import torch
 
     sets = []
     with torch.no_grad():
         for seed in seeds:
+            if between_steps is not None:
+                between_steps()
             model, inputs = instantiate(task_module, seed, device)
             reference = None
             if with_reference:
@@ -327,10 +330,9 @@ def prepare_timing(binding: Any, task_module: Any, job: dict[str, Any], device: 
         return binding.bind(model, task_module, seed, device).call
 
     seeds, tolerance = timing_seeds(job), (float(job["atol"]), float(job["rtol"]))
-    candidate = CallTimer(
-        build_input_sets(task_module, seeds, device, make_call, with_reference=False), device, *tolerance
-    )
-    eager_sets = build_input_sets(task_module, seeds, device, lambda model, seed: model, with_reference=False)
+    candidate_sets = build_input_sets(task_module, seeds, device, make_call, False, between_steps)
+    candidate = CallTimer(candidate_sets, device, *tolerance)
+    eager_sets = build_input_sets(task_module, seeds, device, lambda model, seed: model, False, between_steps)
     eager = CallTimer(eager_sets, device, *tolerance)
     try:
         warmed = warm_up(candidate, eager, job_counts(job)["warmup_calls"], between_steps)

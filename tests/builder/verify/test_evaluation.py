@@ -109,6 +109,24 @@ def test_a_window_ends_when_the_child_says_its_timed_calls_are_over_not_when_it_
     assert following["window"][0] > finishing["after_window"][1]  # no word: its window lasted until its exit
 
 
+def test_a_child_writing_its_output_files_holds_no_device(task, options):
+    """Once a child says its checks' device work is over (outputs copied to the host), another's window need not
+    wait for its files; a child that never says so is waited for until its files are written."""
+    reference = ReferenceCache().get(task, options)
+
+    def race(writing):
+        with ThreadPoolExecutor(2) as pool:
+            slow = pool.submit(judged, task, options, reference, writing, "writing")
+            quick = pool.submit(judged, task, options, reference, {"checks_s": 1.0, "window_s": 0.3}, "next")
+            return slow.result()["gate_log"], quick.result()["gate_log"]
+
+    writing, following = race({"checks_s": 0.1, "write_s": 5.0, "wrong_output": True})
+    assert following["window"][1] < writing["files"][1] - 1.0  # timed while the other was writing files
+
+    writing, following = race({"checks_s": 0.1, "write_s": 3.0, "wrong_output": True, "says_checks_done": False})
+    assert following["window"][0] > writing["files"][1]  # no word: its hold lasted until its files were written
+
+
 def test_a_crashing_neighbour_changes_no_verdict(task, options):
     """Verdicts of a stream with several workers per device do not depend on what ran beside them: every pair
     gets one record, the one it gets alone, whatever crashed, hung or failed next to it."""

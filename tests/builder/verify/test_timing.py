@@ -60,7 +60,8 @@ def test_the_warm_up_and_each_sets_first_output_come_before_the_window_with_yiel
     prepared = timing.prepare_timing(
         FunctionalBinding(recording), module, job, "cpu", between_steps=lambda: yields.append(len(calls))
     )
-    assert len(calls) == 5 and yields == [1, 2, 3, 4]  # between every two warm-up pairs
+    # Before each of the four sets is made (two seeds, the candidate's and eager's), then between warm-up pairs.
+    assert len(calls) == 5 and yields == [0, 0, 0, 0, 1, 2, 3, 4]
     assert set(prepared.first_outputs()) == {"timing0", "timing1"} and prepared.error is None
     timed = timing.time_prepared(prepared, job, "cpu")
     assert len(calls) == 5 + timing.config.WINDOW_WARMUP_CALLS + timed["runtime"]["n"]
