@@ -38,8 +38,10 @@ POISON_FILL_BYTE = 0xFF
 PERTURB_SCALE = 0.5  # relative size of the perturbation used by the ignores_input check
 
 # --- timing ------------------------------------------------------------------------------------
-WARMUP_CALLS = 10  # a candidate's are made before its window, while the device is still shared
-WINDOW_WARMUP_CALLS = 2  # and these pairs again inside the window, untimed (caches, clocks), before its timed calls
+# Warm-up pairs inside a timing window, untimed, before its timed calls: the device's state after the handover
+# (clocks, caches) settles there. Before the window, while the device is still shared, each input set is called
+# once (lazy set-up, algorithm choice, each set's first output for the judge).
+WARMUP_CALLS = 10
 TIMED_CALLS = 100
 TIMING_BUDGET_S = 10.0  # stop early past this, with at least MIN_TIMED_CALLS
 MIN_TIMED_CALLS = 20

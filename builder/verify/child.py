@@ -230,13 +230,13 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
     device = "cuda" if job.get("backend") == "cuda" else "cpu"
     wants_timing = result["status"] == "correct" and not set(result["flags"]) & disqualifying_flags()
     prepared, prepare_error = None, None
-    if wants_timing:  # built and warmed up while the device is still shared: the window then holds timed calls
+    if wants_timing:  # built and first called while the device is still shared: the window holds timing alone
         try:
             yield_point()
             prepared = prepare_timing(binding, task_module, job, device, between_steps=yield_point)
-            if prepared.error is None:  # each set's first output, copied to the host outside the window
-                tensor_files.write_dir(job["timing_outputs_dir"], tensor_files.pack_each(prepared.first_outputs()),
-                                       packed=True)  # fmt: skip
+            # Each set's first output, copied to the host outside the window.
+            tensor_files.write_dir(job["timing_outputs_dir"], tensor_files.pack_each(prepared.first_outputs()),
+                                   packed=True)  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - candidate code runs in bind and warm-up; reported if it is timed
             prepare_error = exception_text(exc)
         phases.done("prepare_timing")
@@ -245,9 +245,6 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
     tensor_files.write_dir(job["outputs_dir"], packed, packed=True)
     phases.done("write_outputs")
     if not wants_timing:
-        return result
-    if prepared is not None and prepared.error is not None:  # a stale output in warm-up: no window needed
-        result.update(status="incorrect", error=prepared.error)
         return result
     timing_granted = _await_judgement(job)
     phases.done("wait_for_judgement_and_device")

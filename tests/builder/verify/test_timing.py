@@ -39,17 +39,17 @@ def test_measure_counts_only_timed_calls_and_rotates_sets(module):
     assert runtime["n"] == 6
     assert runtime["min_ms"] <= runtime["median_ms"] <= runtime["max_ms"]
     assert runtime["std_ms"] >= 0 and runtime["mean_ms"] > 0
-    in_window = timing.config.WINDOW_WARMUP_CALLS
-    assert len(seen_first_values) == 2 + in_window + 6  # warm-up calls ran but are not in n
+    before, in_window = 2, JOB["warmup_calls"]  # one call per input set before the window; the job's in it
+    assert len(seen_first_values) == before + in_window + 6  # warm-up calls ran but are not in n
     assert len(set(seen_first_values)) == 2  # two input sets...
     assert seen_first_values[0] != seen_first_values[1]  # ...alternating call by call
-    assert f"2 warm-up calls before the window (device shared) and {in_window} in it" in result["timing_method"]
+    assert f"{before} warm-up calls before the window (device shared) and {in_window} in it" in result["timing_method"]
     assert "6 timed calls" in result["timing_method"]
 
 
-def test_the_warm_up_and_each_sets_first_output_come_before_the_window_with_yield_points_between_pairs(module):
-    """Set-up, the first calls and the outputs the judge needs are made while the device is shared; the window
-    holds only a couple of untimed pairs and the timed ones."""
+def test_each_sets_first_output_comes_before_the_window_and_the_warm_up_inside_it(module):
+    """Set-up, each set's first call and the outputs the judge needs are made while the device is shared (with
+    yield points between steps); the window warms up again, untimed, before its timed pairs."""
     calls, yields = [], []
 
     def recording(x, weight, bias):
@@ -57,30 +57,13 @@ def test_the_warm_up_and_each_sets_first_output_come_before_the_window_with_yiel
         return honest(x, weight, bias)
 
     job = dict(JOB, warmup_calls=5)
-    prepared = timing.prepare_timing(
-        FunctionalBinding(recording), module, job, "cpu", between_steps=lambda: yields.append(len(calls))
-    )
-    # Before each of the four sets is made (two seeds, the candidate's and eager's), then between warm-up pairs.
-    assert len(calls) == 5 and yields == [0, 0, 0, 0, 1, 2, 3, 4]
-    assert set(prepared.first_outputs()) == {"timing0", "timing1"} and prepared.error is None
+    prepared = timing.prepare_timing(FunctionalBinding(recording), module, job, "cpu",
+                                     between_steps=lambda: yields.append(len(calls)))  # fmt: skip
+    # Before each of the four sets is made (two seeds, the candidate's and eager's), then between the two pairs.
+    assert len(calls) == 2 and yields == [0, 0, 0, 0, 1]
+    assert set(prepared.first_outputs()) == {"timing0", "timing1"}
     timed = timing.time_prepared(prepared, job, "cpu")
-    assert len(calls) == 5 + timing.config.WINDOW_WARMUP_CALLS + timed["runtime"]["n"]
-
-
-def test_an_output_stale_already_in_the_warm_up_is_reported_without_a_window(module):
-    calls = {"n": 0}
-
-    def stale_from_the_third(x, weight, bias):
-        calls["n"] += 1
-        out = honest(x, weight, bias)
-        return out if calls["n"] <= 2 else out + 1.0
-
-    job = dict(JOB, warmup_calls=4)  # the third call is set 1's second
-    prepared = timing.prepare_timing(FunctionalBinding(stale_from_the_third), module, job, "cpu")
-    assert prepared.error is not None and "reused across calls" in prepared.error
-    made = calls["n"]
-    assert timing.time_prepared(prepared, job, "cpu") == {"error": prepared.error}
-    assert calls["n"] == made  # nothing more was called
+    assert len(calls) == 2 + 5 + timed["runtime"]["n"]
 
 
 def test_inputs_arrive_in_the_same_buffers(module):
@@ -158,7 +141,7 @@ def test_eager_is_timed_call_by_call_with_the_candidate_in_the_same_window(modul
         result = timing.time_candidate(FunctionalBinding(recording), module, dict(JOB, timed_calls=20), "cpu")
     finally:
         module.Model.forward = real_forward
-    timed = order[(2 + timing.config.WINDOW_WARMUP_CALLS) * 2 :]  # after the warm-up calls of both
+    timed = order[(2 + JOB["warmup_calls"]) * 2 :]  # after the warm-up calls of both
     pairs = [timed[i : i + 2] for i in range(0, len(timed), 2)]
     assert result["runtime"]["n"] == 20 and result["eager_window"]["n"] == 20
     assert len(result["speedup_blocks"]) == 10 and all(r > 0 for r in result["speedup_blocks"])
