@@ -178,7 +178,7 @@ class CandidateRun:
         before its timing window)."""
         if self.side_stream_probe is None:
             return
-        from builder.verify.timing import side_stream_timing_reason
+        from builder.verify.side_stream import side_stream_timing_reason
 
         reason = side_stream_timing_reason(*self.side_stream_probe)
         self.side_stream_probe = None
@@ -306,7 +306,7 @@ def _first_trial_extras(binding: CandidateBinding, task_module: Any, job: dict, 
         share = run.census.get("library_fraction") or 0.0
         run.flag("uses_torch_ops", f"{share:.0%} of the call's time in PyTorch/library kernels")
     if device == "cuda":
-        from builder.verify.timing import side_stream_output_reason
+        from builder.verify.side_stream import side_stream_output_reason
 
         between_steps()
         reason = side_stream_output_reason(bound, pristine)

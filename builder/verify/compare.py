@@ -86,10 +86,16 @@ def _compare_tensor(index: int, cand: Any, ref: Any, atol: float, rtol: float) -
     poison = holds_poison(cand)  # on the candidate's own bits: a float() copy of a half would lose them
     uninitialized = poison is not None and bool((poison & ~r_nan).any())
     n_bad = int(bad.sum())
+    nonfinite = int((bad & ~both_finite).sum()) if n_bad else 0
+    return _outcome(label, c.numel(), n_bad, nonfinite, max_diff, mean_diff, uninitialized, atol, rtol)
+
+
+def _outcome(label: str, size: int, n_bad: int, nonfinite: int, max_diff: float | None, mean_diff: float | None,
+             uninitialized: bool, atol: float, rtol: float) -> Comparison:  # fmt: skip
+    """A float comparison's result from its counts (both passes say it in the same words)."""
     if not n_bad:
         return Comparison(True, max_diff, mean_diff)
-    nonfinite = int((bad & ~both_finite).sum())
-    detail = f"{label}: {n_bad} of {c.numel()} values outside atol={atol:g} rtol={rtol:g}"
+    detail = f"{label}: {n_bad} of {size} values outside atol={atol:g} rtol={rtol:g}"
     if max_diff is not None:
         detail += f" (max_diff {max_diff:.3g})"
     if nonfinite:
@@ -139,14 +145,7 @@ def _compare_in_chunks(label: str, cand: Any, ref: Any, atol: float, rtol: float
             total += chunk_sum
             finite += chunk_finite
     mean = total / finite if finite else None
-    if not n_bad:
-        return Comparison(True, largest, mean)
-    detail = f"{label}: {n_bad} of {flat_c.size} values outside atol={atol:g} rtol={rtol:g}"
-    if largest is not None:
-        detail += f" (max_diff {largest:.3g})"
-    if nonfinite:
-        detail += f", {nonfinite} NaN/Inf where the reference differs"
-    return Comparison(False, largest, mean, error=detail, uninitialized=uninitialized)
+    return _outcome(label, flat_c.size, n_bad, nonfinite, largest, mean, uninitialized, atol, rtol)
 
 
 _SAME_WIDTH_INT = {2: "int16", 4: "int32", 8: "int64"}

@@ -422,7 +422,7 @@ def test_tamper_fingerprint_sees_no_change_from_the_checks_own_work(scale_shift)
 def test_the_side_stream_clock_check_waits_for_its_turn_and_runs_once(monkeypatch):
     """The clock half of the side-stream check is kept for the moment the device is the candidate's alone (the
     child calls time_side_stream after the timing grant); it flags what it finds, then lets go of the probe."""
-    from builder.verify import timing
+    from builder.verify import side_stream
 
     calls = []
 
@@ -430,7 +430,7 @@ def test_the_side_stream_clock_check_waits_for_its_turn_and_runs_once(monkeypatc
         calls.append((bound, pristine))
         return "events on the current stream saw 0.1 ms, a device-synchronized host clock 0.9 ms"
 
-    monkeypatch.setattr(timing, "side_stream_timing_reason", fake_reason)
+    monkeypatch.setattr(side_stream, "side_stream_timing_reason", fake_reason)
     run = checks.CandidateRun()
     run.time_side_stream()  # nothing kept (a CPU run, or the checks never reached it): nothing to do
     assert calls == [] and "side_stream" not in run.flags

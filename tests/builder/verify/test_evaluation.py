@@ -47,6 +47,14 @@ def overlaps(a, b) -> bool:
     return a[0] < b[1] and b[0] < a[1]
 
 
+def race(task, options, reference, first: dict, second: dict) -> tuple[dict, dict]:
+    """Two candidates evaluated at once on the device's gate; their gate logs."""
+    with ThreadPoolExecutor(2) as pool:
+        one = pool.submit(judged, task, options, reference, first, "first")
+        two = pool.submit(judged, task, options, reference, second, "second")
+        return one.result()["gate_log"], two.result()["gate_log"]
+
+
 def test_checks_run_side_by_side_and_no_window_shares_the_device(task, options):
     reference = ReferenceCache().get(task, options)
     directives = [{"checks_s": 1.5, "window_s": 0.4}] * 3 + [{"checks_s": 1.5, "wrong_output": True}]
@@ -74,20 +82,15 @@ def test_long_checks_yield_between_trials_to_a_waiting_window_and_a_child_that_d
     stats = device_gate("cpu").stats
     yields_before = stats.yields
 
-    def race(long_checks):
-        with ThreadPoolExecutor(2) as pool:
-            slow = pool.submit(judged, task, options, reference, long_checks, "slow")
-            quick = pool.submit(judged, task, options, reference, {"checks_s": 1.5, "window_s": 0.3}, "quick")
-            return slow.result()["gate_log"], quick.result()["gate_log"]
-
-    slow, quick = race({"checks_s": 6.0, "wrong_output": True})
+    quick_one = {"checks_s": 1.5, "window_s": 0.3}
+    slow, quick = race(task, options, reference, {"checks_s": 6.0, "wrong_output": True}, quick_one)
     window = quick["window"]
     assert window[1] < slow["checks"][1] - 1.0  # timed while the long checks were yielded, not after them
     assert len(slow["check_segments"]) >= 2
     assert not any(overlaps(window, span) for span in slow["check_segments"])
     assert stats.yields > yields_before
 
-    slow, quick = race({"checks_s": 3.0, "wrong_output": True, "yields": False})
+    slow, quick = race(task, options, reference, {"checks_s": 3.0, "wrong_output": True, "yields": False}, quick_one)
     assert len(slow["check_segments"]) == 1
     assert not overlaps(quick["window"], slow["check_segments"][0])  # waited for checks that would not yield
 
@@ -95,17 +98,14 @@ def test_long_checks_yield_between_trials_to_a_waiting_window_and_a_child_that_d
 def test_a_window_ends_when_the_child_says_its_timed_calls_are_over_not_when_it_exits(task, options):
     reference = ReferenceCache().get(task, options)
 
-    def race(finishing):
-        with ThreadPoolExecutor(2) as pool:
-            slow = pool.submit(judged, task, options, reference, finishing, "finishing")
-            quick = pool.submit(judged, task, options, reference, {"checks_s": 1.5, "window_s": 0.3}, "next")
-            return slow.result()["gate_log"], quick.result()["gate_log"]
-
-    finishing, following = race({"checks_s": 0.1, "window_s": 0.3, "after_window_s": 6.0})
+    following_one = {"checks_s": 1.5, "window_s": 0.3}
+    finishing, following = race(task, options, reference, {"checks_s": 0.1, "window_s": 0.3, "after_window_s": 6.0},
+                                following_one)  # fmt: skip
     assert following["window"][0] < finishing["after_window"][1] - 1.0  # timed while the other was still ending
     assert not overlaps(following["window"], finishing["window"])
 
-    finishing, following = race({"checks_s": 0.1, "window_s": 0.3, "after_window_s": 2.0, "says_timed": False})
+    not_saying = {"checks_s": 0.1, "window_s": 0.3, "after_window_s": 2.0, "says_timed": False}
+    finishing, following = race(task, options, reference, not_saying, following_one)
     assert following["window"][0] > finishing["after_window"][1]  # no word: its window lasted until its exit
 
 
@@ -114,16 +114,13 @@ def test_a_child_writing_its_output_files_holds_no_device(task, options):
     wait for its files; a child that never says so is waited for until its files are written."""
     reference = ReferenceCache().get(task, options)
 
-    def race(writing):
-        with ThreadPoolExecutor(2) as pool:
-            slow = pool.submit(judged, task, options, reference, writing, "writing")
-            quick = pool.submit(judged, task, options, reference, {"checks_s": 1.0, "window_s": 0.3}, "next")
-            return slow.result()["gate_log"], quick.result()["gate_log"]
-
-    writing, following = race({"checks_s": 0.1, "write_s": 5.0, "wrong_output": True})
+    following_one = {"checks_s": 1.0, "window_s": 0.3}
+    writing, following = race(task, options, reference, {"checks_s": 0.1, "write_s": 5.0, "wrong_output": True},
+                              following_one)  # fmt: skip
     assert following["window"][1] < writing["files"][1] - 1.0  # timed while the other was writing files
 
-    writing, following = race({"checks_s": 0.1, "write_s": 3.0, "wrong_output": True, "says_checks_done": False})
+    silent = {"checks_s": 0.1, "write_s": 3.0, "wrong_output": True, "says_checks_done": False}
+    writing, following = race(task, options, reference, silent, following_one)
     assert following["window"][0] > writing["files"][1]  # no word: its hold lasted until its files were written
 
 
