@@ -72,7 +72,8 @@ def tamper_reason(candidate: Outputs, reference: Outputs, manifest: dict[str, An
 @dataclass
 class CheckFindings:
     """What the comparisons of the checks' outputs found, before the child's claims are weighed: computed once
-    per candidate (in a judge process) and applied to whatever the child ends up claiming."""
+    per candidate (by the watcher, as soon as the outputs are written) and applied to whatever the child ends up
+    claiming."""
 
     errors: list[str] = field(default_factory=list)
     flags: dict[str, str] = field(default_factory=dict)  # flag -> why

@@ -1,8 +1,8 @@
-"""The side-stream check (untrusted child side, CUDA): is a candidate's work still running on another stream
-when its forward returns? Its output half runs with the checks; its clock half compares clocks, so it runs once
-the device is the candidate's alone, just before its timing window. Timing itself is not fooled either way
-(`timing.CallTimer` synchronises the whole device inside each measured interval): the flag says the result is
-not ready when forward returns."""
+"""The side-stream check (untrusted child side, CUDA): does a candidate's work run past the stream it was called
+on? The output half (with the checks) sees the output change after forward returned; the clock half sees events
+on the current stream miss time that a device-wide synchronize waits for, and compares clocks, so it runs once
+the device is the candidate's alone, just before its timing window. Timing is not fooled by such work either
+way: `timing.CallTimer` synchronises the whole device inside each measured interval."""
 
 from __future__ import annotations
 
