@@ -208,10 +208,12 @@ def measure_stream(pairs, options: VerifyOptions, label: str) -> dict[str, float
     sampler = GpuSampler()
     sampler.start()
     started = time.monotonic()
-    records, first = [], None
+    records, first, first_evaluated = [], None, None
     for record in verifier.stream(pairs):
         records.append(record)
         first = first if first is not None else time.monotonic() - started
+        if first_evaluated is None and record.eval_s is not None:  # compile errors come first, unevaluated
+            first_evaluated = time.monotonic() - started
         # A line per record: a run cut short still shows the rate it was reaching.
         phases = phase_log.by_kernel.get(record.kernel_name) or {}
         where = " ".join(f"{'_'.join(name.split('_')[:2])}={seconds:.1f}" for name, seconds in phases.items())
@@ -235,6 +237,7 @@ def measure_stream(pairs, options: VerifyOptions, label: str) -> dict[str, float
         print(f"  {label}: {name:52s} {value:8.2f}")
     return {f"{label}: kernels": len(records), f"{label}: tasks": tasks, f"{label}: wall s": wall,
             f"{label}: first record after s": first or float("nan"),
+            f"{label}: first evaluated record after s": first_evaluated or float("nan"),
             f"{label}: VERIFIED KERNELS/HOUR": len(records) / wall * 3600,
             f"{label}: compile core-s/kernel": sum(verifier.builds.values()) / n,
             f"{label}: GPU-busy s/kernel": busy / n, f"{label}: GPU-idle s/kernel": (wall - busy) / n,
