@@ -134,9 +134,9 @@ def await_turn(job: dict[str, Any], word_key: str) -> str | None:
 
 
 class YieldPoint:
-    """Between two trials of the checks: if the parent asks (`pause.N`, an owner waits for the device), finish
-    this process's device work, answer `paused.N` and wait for `resume.N`. The checks' verdicts do not depend
-    on it: every trial starts from its own inputs, and nothing of this process is touched meanwhile."""
+    """Between two steps of the checks (or of preparing the timing sets): if the parent asks (`pause.N`, an owner
+    waits for the device), finish this process's device work, answer `paused.N` and wait for `resume.N`. The
+    verdicts do not depend on it: nothing of this process is touched meanwhile."""
 
     def __init__(self, job: dict[str, Any]) -> None:
         self.pause = Path(job["pause_path"]) if job.get("pause_path") else None

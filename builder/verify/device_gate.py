@@ -5,14 +5,15 @@ but a timing window must see the device as if it were alone on it:
 
 - A candidate's checks run under the *shared* hold (any number at once); its timing window, a baseline's
   measured run and an Nsight Compute run under the *exclusive* hold, which starts only once no checks are in
-  flight (their children synchronise before they write outputs, so none of their work is left queued) and
+  flight (a child's hold ends once its outputs are copied to the host, its work synchronised, so none of it
+  is left queued) and
   keeps new checks from starting until it ends. Waiting owners go first: a stream of checks cannot starve
   timing.
 - On CUDA builds a few cores per GPU are kept for its timing windows (`keep_timing_cores`): every sandboxed
   child starts on the other cores, and the process that owns the device moves onto them.
-- A waiting owner need not wait for a long check to end: between two trials (its GPU work synchronised) a
-  checking child looks for the parent's `pause.N`, answers `paused.N`, gives its shared hold back and waits for
-  `resume.N`, which comes once it holds the device shared again. A child that never yields only makes the
+- A waiting owner need not wait for a long check to end: between two steps of its checks (its GPU work
+  synchronised) a checking child looks for the parent's `pause.N`, answers `paused.N`, gives its shared hold
+  back and waits for `resume.N`, which comes once it holds the device shared again. A child that never yields only makes the
   owner wait for its checks' end.
 - The hand-shake is the children's courtesy; the enforcement is SIGSTOP. Every evaluation child of the device
   is a *member* of its gate; while one owns the device, every other member is stopped (its process group and
@@ -50,7 +51,7 @@ class GateStats:
     owned_count: int = 0
     shared_count: int = 0
     owner_wait_s: float = 0.0  # seconds owners waited for checks in flight to end (or to yield)
-    yields: int = 0  # checks that gave the device up between two trials for a waiting owner
+    yields: int = 0  # checks that gave the device up between two steps for a waiting owner
     pauses: int = 0  # members stopped for another's window
     by_purpose: dict[str, float] = field(default_factory=dict)  # owned seconds per purpose
 
@@ -98,7 +99,7 @@ class DeviceGate:
             return True
 
     def release_shared(self, yielded: bool = False) -> None:
-        """`yielded`: given up between two trials for a waiting owner, to be taken again after it."""
+        """`yielded`: given up between two steps for a waiting owner, to be taken again after it."""
         with self._cond:
             self.stats.yields += yielded
             self._sharing -= 1
@@ -150,7 +151,7 @@ class DeviceGate:
         return self._owner
 
     def owner_waiting(self) -> bool:
-        """An owner waits for the checks in flight: a checking child that can yield (between trials) should."""
+        """An owner waits for the checks in flight: a checking child that can yield (between steps) should."""
         return self._owners_waiting > 0
 
 

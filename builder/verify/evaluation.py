@@ -236,7 +236,7 @@ class _Watcher(threading.Thread):
             self.done.wait(config.JUDGE_POLL_S)
 
     def _yield_turn(self) -> bool:
-        """The child paused between two trials (its work synchronised): let the waiting owner have the device,
+        """The child paused between two steps (its work synchronised): let the waiting owner have the device,
         then take the shared hold again. False when the child ended meanwhile."""
         self._shared = False
         self.gate.release_shared(yielded=True)
