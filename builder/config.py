@@ -250,9 +250,12 @@ CPU_EXTENSION_CFLAGS = ("-O3",)
 CUDA_EXTENSION_CFLAGS = ("-O3",)
 CUDA_FAST_MATH_FLAG = "--use_fast_math"
 COMPILE_WORKERS = max(1, (os.cpu_count() or 2) // 2)  # parallel compile children (each runs ninja/nvcc)
-# Candidates per shared build. On an H200 box a build cost 37.6 core-s plus 0.67 per kernel (the torch headers
-# dominate), and a failed build is split by the compiler log's blame (batching.blame): larger batches pay off.
+# Candidates per shared build at most. On an H200 box a build cost 17-19 core-s plus about 2 per kernel, on one
+# core (the torch headers dominate), and a failed build is split by the compiler log's blame (batching.blame).
+# A stream's builds are no larger than an even share of the compile workers (all of them busy at once), and its
+# first builds ramp up from COMPILE_FIRST_BATCH_SIZE: the device waits for the first build to end.
 COMPILE_BATCH_SIZE = 16
+COMPILE_FIRST_BATCH_SIZE = 4
 EVAL_POOL_SIZE = 1  # pre-started evaluation processes per GPU worker, beyond the one running
 # Evaluation workers per device: their children start, load, run checks and get judged side by side; each
 # timing window owns the device (builder/verify/device_gate.py). One on the CPU backend, whose checks would

@@ -228,10 +228,33 @@ def blame(failed: CompileResult, source: str) -> set[int]:
 BuildFn = Callable[[str, str], CompileResult]  # (source, language) -> CompileResult
 
 
+def batch_sizes(count: int, largest: int, workers: int = 1, first: int | None = None) -> list[int]:
+    """The sizes of the shared builds that hold `count` candidates, in the order they are built.
+
+    A build runs on one core and pays the torch headers once, then a little per kernel: no build holds more
+    than `largest`, nor more than an even share of the `workers` (idle compile workers would leave the
+    device waiting for the longest build). `first`, when given, starts a ramp (first, twice that, ...): the
+    device has nothing to do until the first build is done, and a small build is done soonest."""
+    if count <= 0:
+        return []
+    cap = max(1, min(largest, -(-count // max(1, workers))))
+    size = cap if first is None else max(1, min(first, cap))
+    sizes: list[int] = []
+    while (left := count - sum(sizes)) > 0:
+        sizes.append(min(size, left))
+        size = min(cap, size * 2)
+    return sizes
+
+
 def plan_batches(
-    sources: Sequence[tuple[str, str]], batch_size: int = config.COMPILE_BATCH_SIZE
+    sources: Sequence[tuple[str, str]],
+    batch_size: int = config.COMPILE_BATCH_SIZE,
+    workers: int = 1,
+    first_batch_size: int | None = None,
 ) -> tuple[list[list[tuple[int, WrappedCandidate]]], list[int], dict[int, str]]:
-    """(shared batches of (index, wrapped), indices to build alone, index -> reason it was kept alone)."""
+    """(shared batches of (index, wrapped), indices to build alone, index -> reason it was kept alone).
+
+    Each language's safe candidates are cut in order by `batch_sizes` (at most `batch_size` a build)."""
     alone: list[int] = []
     reasons: dict[int, str] = {}
     safe: dict[str, list[tuple[int, WrappedCandidate]]] = {}
@@ -246,8 +269,9 @@ def plan_batches(
             safe.setdefault(language, []).append((index, wrapped))
     batches: list[list[tuple[int, WrappedCandidate]]] = []
     for members in safe.values():
-        for start in range(0, len(members), max(1, batch_size)):
-            group = members[start : start + batch_size]
+        start = 0
+        for size in batch_sizes(len(members), max(1, batch_size), workers, first_batch_size):
+            group, start = members[start : start + size], start + size
             if len(group) == 1:
                 alone.append(group[0][0])  # build a lone candidate from its own source (same cache key as verify)
             else:
@@ -261,14 +285,17 @@ def compile_many(
     batch_size: int = config.COMPILE_BATCH_SIZE,
     executor: Executor | None = None,
     on_result: Callable[[int, CompileResult], None] | None = None,
+    workers: int = 1,
+    first_batch_size: int | None = None,
 ) -> list[CompileResult | None]:
     """Compile candidates (source, language) with shared builds where safe; None for python candidates.
 
     A shared build that fails is split by `blame`: the candidates its log points at are built alone and the rest
     together again (two extra builds for one bad candidate). When the log names nobody it is bisected: each half
     built again (in parallel on `executor`), down to the candidate that fails alone. `on_result(index, result)`
-    is called as each candidate's build finishes (to start evaluating it)."""
-    batches, alone, _ = plan_batches(sources, batch_size)
+    is called as each candidate's build finishes (to start evaluating it). `workers` and `first_batch_size` size
+    the builds (`batch_sizes`)."""
+    batches, alone, _ = plan_batches(sources, batch_size, workers, first_batch_size)
     results: list[CompileResult | None] = [None] * len(sources)
     done = threading.Condition()
     pending = 0

@@ -284,6 +284,7 @@ class Verifier:
             try:
                 with ThreadPoolExecutor(max(1, self.options.compile_workers)) as executor:
                     window_size = max(1, self.options.batch_size) * max(1, self.options.compile_workers)
+                    first_batch_size: int | None = config.COMPILE_FIRST_BATCH_SIZE  # the first window's ramp
                     while not stop.is_set() and (window := list(islice(source, window_size))):
                         for _, task in window:
                             self.baselines.prewarm(task, self.options, warmers, cancel=stop)
@@ -300,7 +301,9 @@ class Verifier:
                         # A stopped stream (the build interrupted) kills compiles in flight and skips the rest:
                         # the pool's exit, and the interpreter's, would otherwise wait for every nvcc to finish.
                         build = partial(self._build, cancel=stop)
-                        batching.compile_many(sources, build, self.options.batch_size, executor, ready)
+                        batching.compile_many(sources, build, self.options.batch_size, executor, ready,
+                                              self.options.compile_workers, first_batch_size)  # fmt: skip
+                        first_batch_size = None
             except BaseException as exc:  # noqa: BLE001 - surfaced by stream() in the caller's thread
                 records.put(exc)
             finally:

@@ -141,6 +141,29 @@ def test_plan_keeps_unsafe_candidates_alone_with_a_reason():
 
 
 @pytest.mark.parametrize(
+    "count, largest, workers, first, sizes",
+    [
+        (96, 16, 8, None, [12] * 8),  # an even share of the workers, no more than the largest
+        (96, 16, 4, None, [16] * 6),  # the largest
+        (96, 16, 8, 4, [4, 8, 12, 12, 12, 12, 12, 12, 12]),  # a ramp up to the share
+        (5, 16, 8, 4, [1, 1, 1, 1, 1]),  # fewer candidates than workers: each alone, all at once
+        (10, 16, 1, 2, [2, 4, 4]),  # the ramp ends where the candidates do
+        (0, 16, 8, 4, []),
+    ],
+)
+def test_batch_sizes_share_the_workers_and_ramp_up_from_the_first(count, largest, workers, first, sizes):
+    assert batching.batch_sizes(count, largest, workers, first) == sizes
+    assert sum(sizes) == count
+
+
+def test_plan_cuts_each_language_by_the_sizes_in_order():
+    sources = [(fixture("add_one.cpp"), "cpp")] * 6 + [("print(1)", "python")] + [(fixture("times_two.cpp"), "cpp")]
+    batches, alone, _ = batching.plan_batches(sources, batch_size=4, workers=2, first_batch_size=2)
+    assert [[index for index, _ in group] for group in batches] == [[0, 1], [2, 3, 4, 5]]  # sizes 2, 4, 1
+    assert alone == [7]  # a one-candidate cut is built from its own source; python is not built
+
+
+@pytest.mark.parametrize(
     "snippet, fragment",
     [
         ("#define SCALE 2\n", "#define"),

@@ -7,9 +7,11 @@ The fake keeps to the job/result contract of docs/architecture.md; its behaviour
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import psutil
 import pytest
@@ -289,3 +291,31 @@ def test_a_record_waiting_for_its_tasks_baseline_does_not_hold_up_the_worker(tas
     rest = list(stream)
     assert [r.kernel_name for r in rest] == ["waits"] and rest[0].status == "correct"
     assert rest[0].speedup_compile is not None  # the baseline it waited for is in it
+
+
+def test_a_streams_first_builds_ramp_up_and_later_ones_share_the_workers(task, options, monkeypatch):
+    """No compiler: a fake build notes which candidates each shared build holds, and fails (so nothing runs)."""
+    kernel = (Path(__file__).resolve().parents[2] / "fixtures" / "sandbox" / "add_one.cpp").read_text()
+    builds: list[set[int]] = []
+    lock = threading.Lock()
+
+    def fake_build(self, source: str, language: str, cancel=None) -> CompileResult:
+        with lock:
+            builds.append({int(n) for n in re.findall(r"// kernel (\d+)", source)})
+        return CompileResult(ok=False, error="fake.cpp: error: no compiler here")
+
+    monkeypatch.setattr(Verifier, "_build", fake_build)
+    monkeypatch.setattr(config, "COMPILE_FIRST_BATCH_SIZE", 2)
+    pairs = [(Candidate(task_id=task.id, source=f"{kernel}// kernel {i}\n", language="cpp", kernel_name=f"k{i}"), task)
+             for i in range(20)]  # fmt: skip
+    records = list(Verifier(replace(options, batch_size=4, compile_workers=2)).stream(pairs))
+    assert sorted(r.kernel_name for r in records) == sorted(f"k{i}" for i in range(20))
+    assert {r.status for r in records} == {"compile_error"}
+    seen: set[int] = set()
+    first_builds = []  # each candidate's first build, before the failed ones were bisected
+    for members in builds:
+        if not members & seen:
+            first_builds.append(sorted(members))
+        seen |= members
+    # windows of 4 x 2 workers: the first ramps 2, 4 (then the 2 left); the second 4, 4; the last 4 share 2 workers
+    assert [len(m) for m in sorted(first_builds)] == [2, 4, 2, 4, 4, 2, 2]
