@@ -269,6 +269,11 @@ BASELINE_TIMEOUT_S = 900.0
 # Parallel children that compile torch.compile baselines ahead of their measured run (CUDA builds).
 REFERENCE_WARM_WORKERS = 4  # clean references computed ahead of the tasks' first candidates (CUDA builds)
 BASELINE_WARM_WORKERS = 4  # eager + torch.compile baselines of one task (inductor compiles inside)
+# inductor's compile threads in a baseline child. By default inductor starts a pool of worker processes, one per
+# core it may use, in every baseline child: four children at once while the first shared builds and references
+# run (benchmarks/probe_baseline_compile.py measures what each setting costs the cores). The build's output, and
+# so the baseline's timing, is the same either way.
+BASELINE_COMPILE_THREADS = 1
 SEED_BITS = 63  # seeds are secrets.randbits(SEED_BITS), drawn per build
 
 # --- explorer ----------------------------------------------------------------------------------

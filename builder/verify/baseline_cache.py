@@ -51,7 +51,8 @@ class BaselineCache:
         root = self.directory / "compiler-cache"
         (root / "inductor").mkdir(parents=True, exist_ok=True)
         (root / "triton").mkdir(parents=True, exist_ok=True)
-        env = {"TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"), "TRITON_CACHE_DIR": str(root / "triton")}
+        env = {"TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"), "TRITON_CACHE_DIR": str(root / "triton"),
+               "TORCHINDUCTOR_COMPILE_THREADS": str(config.BASELINE_COMPILE_THREADS)}  # fmt: skip
         return env, [root]
 
     def prewarm(
@@ -126,7 +127,8 @@ class BaselineCache:
                 log.warning("baseline of task %s failed (%s): %s", task.id, outcome.describe(), reason)
                 self._failed.add(key)
                 return None
-            keep = ("eager_ms", "compile_ms", "timing_method", "eager_runtime", "compile_runtime", "compile_error")
+            keep = ("eager_ms", "compile_ms", "timing_method", "eager_runtime", "compile_runtime", "compile_error",
+                    "compile_threads")  # fmt: skip
             baseline = {k: result.get(k) for k in keep}
             temporary = path.with_name(f".{path.name}.tmp")
             temporary.write_text(json.dumps(baseline))

@@ -72,4 +72,7 @@ def run_baselines(task_module: Any, job: dict[str, Any]) -> dict[str, Any]:
         else:
             result.update(compile_ms=compiled["runtime"]["median_ms"], compile_runtime=compiled["runtime"])
     result["compile_mode"] = "torch.compile(backend='inductor', mode=None)"
+    import torch._inductor.config as inductor_config
+
+    result["compile_threads"] = inductor_config.compile_threads  # how inductor built it (its worker pool)
     return result

@@ -10,7 +10,7 @@ import pytest
 from builder import config
 from builder.candidates import Candidate
 from builder.tasks import load_suite
-from builder.verify.engine import Verifier, VerifyOptions
+from builder.verify.engine import BaselineCache, Verifier, VerifyOptions
 from builder.verify.pool import EvalPool
 from builder.verify.sandbox import resolve_isolation
 
@@ -46,3 +46,17 @@ def test_stream_loads_a_library_built_after_the_pool_started(tmp_path):
     records = list(Verifier(options).stream(pairs))
     assert [(r.status, r.error) for r in records] == [("correct", None)]
     assert records[0].isolation == resolve_isolation()
+
+
+@pytest.mark.slow
+def test_a_baseline_is_built_without_inductors_worker_pool(tmp_path, monkeypatch):
+    """The real baseline child, torch.compile included: inductor builds with the configured compile threads
+    (one: no pool of worker processes per baseline child), and the record of the baseline says so."""
+    task = load_suite(FIXTURES / "tasks").get("1/1")
+    options = VerifyOptions(backend="cpu", baseline_cache_dir=tmp_path / "baselines", timeout_s=300, trials=2)
+    baseline = BaselineCache(options.baseline_cache_dir).get(task, options)
+    assert baseline is not None and baseline["compile_error"] is None and baseline["compile_ms"] > 0
+    assert baseline["compile_threads"] == config.BASELINE_COMPILE_THREADS == 1
+    monkeypatch.setattr(config, "BASELINE_COMPILE_THREADS", 2)
+    other = BaselineCache(tmp_path / "other").get(task, options)
+    assert other is not None and other["compile_threads"] == 2
