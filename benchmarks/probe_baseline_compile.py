@@ -3,8 +3,9 @@
 A build's baselines are built in parallel children while the first shared compiles and clean references
 run (`BaselineCache.prewarm`): every core-second they take is one the first evaluations wait for. Each task is
 compiled with inductor in a fresh process, once per setting of inductor's compile threads (its worker
-pool), several at a time as a build runs them; the process's own CPU time and its children's (the pool's
-workers, the compilers they start) are summed.
+pool), several at a time as a build runs them. The cores' busy time comes from /proc/stat over each setting's
+builds (the pool's workers are not the build's waited-for children, so its own rusage misses them): run it on an
+otherwise idle machine.
 
     python benchmarks/probe_baseline_compile.py [--tasks 1/2,2/1,3/1] [--threads default,1] [--parallel 4]
 """
@@ -38,11 +39,17 @@ with torch.no_grad():
     compiled(*inputs)
 if device == "cuda":
     torch.cuda.synchronize()
-own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+own = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"wall_s": time.monotonic() - started, "own_cpu_s": own.ru_utime + own.ru_stime,
-                  "children_cpu_s": children.ru_utime + children.ru_stime,
                   "compile_threads": torch._inductor.config.compile_threads}))
 """
+
+
+def busy_core_seconds() -> float:
+    """Every core's busy time since boot (user, nice, system, irq, softirq, steal), from /proc/stat."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 def build_once(task_id: str, threads: str) -> dict:
@@ -69,14 +76,14 @@ def main() -> None:
     tasks = [t for t in args.tasks.split(",") if t]
     report = {}
     for threads in args.threads.split(","):
-        started = time.monotonic()
+        started, busy = time.monotonic(), busy_core_seconds()
         with ThreadPoolExecutor(args.parallel) as pool:
             runs = list(pool.map(lambda task_id, threads=threads: build_once(task_id, threads), tasks))
         good = [r for r in runs if "error" not in r]
-        cpu = sum(r["own_cpu_s"] + r["children_cpu_s"] for r in good)
-        report[threads] = {"wall_s": time.monotonic() - started, "runs": runs}
+        cpu = busy_core_seconds() - busy
+        report[threads] = {"wall_s": time.monotonic() - started, "busy_core_s": cpu, "runs": runs}
         print(f"compile threads {threads:>7}: {len(good)}/{len(runs)} built in {report[threads]['wall_s']:.1f} s, "
-              f"{args.parallel} at once; core-s per task {cpu / max(1, len(good)):.1f} "
+              f"{args.parallel} at once; machine's busy core-s per task {cpu / max(1, len(runs)):.1f} "
               f"(own {sum(r['own_cpu_s'] for r in good) / max(1, len(good)):.1f}); wall s per task "
               f"{sum(r['wall_s'] for r in good) / max(1, len(good)):.1f}", flush=True)  # fmt: skip
         for run in runs:

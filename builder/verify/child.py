@@ -223,25 +223,31 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
     run = run_candidate_side(binding, task_module, job, manifest, between_steps=yield_point)
     phases.done("checks")
     phases.seconds["checks_yielded_to_timing"] = round(yield_point.waited_s, 4)  # within "checks"
-    if changed := tamper.changes(before, tamper.fingerprint(task_module)):
-        run.flag("tampers_reference", "; ".join(changed))
-    phases.done("fingerprint_after")
     result = run.result()
     device = "cuda" if job.get("backend") == "cuda" else "cpu"
     wants_timing = result["status"] == "correct" and not set(result["flags"]) & disqualifying_flags()
-    prepared, prepare_error = None, None
+    prepared, prepare_error, first_outputs = None, None, None
     if wants_timing:  # built and first called while the device is still shared: the window holds timing alone
         try:
             yield_point()
             prepared = prepare_timing(binding, task_module, job, device, between_steps=yield_point)
-            # Each set's first output, copied to the host outside the window.
-            tensor_files.write_dir(job["timing_outputs_dir"], tensor_files.pack_each(prepared.first_outputs()),
-                                   packed=True)  # fmt: skip
+            first_outputs = tensor_files.pack_each(prepared.first_outputs())  # to the host, outside the window
         except Exception as exc:  # noqa: BLE001 - candidate code runs in bind and warm-up; reported if it is timed
             prepare_error = exception_text(exc)
         phases.done("prepare_timing")
     packed = tensor_files.pack_each(run.outputs)  # the last device work of the checks: copies to the host
     _say(job, "checks_done_path", "done")  # the parent may end this child's shared hold: files are host work
+    if first_outputs is not None:
+        try:
+            tensor_files.write_dir(job["timing_outputs_dir"], first_outputs, packed=True)
+        except Exception as exc:  # noqa: BLE001 - reported if it is timed, as a failed preparation is
+            prepare_error = exception_text(exc)
+    # torch's surface after the candidate's checks and its timing sets' first calls: a walk on the host (about
+    # half a second) that a window waiting for the shared hold would otherwise wait for.
+    if changed := tamper.changes(before, tamper.fingerprint(task_module)):
+        run.flag("tampers_reference", "; ".join(changed))
+        result, wants_timing = run.result(), False
+    phases.done("fingerprint_after")
     tensor_files.write_dir(job["outputs_dir"], packed, packed=True)
     phases.done("write_outputs")
     if not wants_timing:

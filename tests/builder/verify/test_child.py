@@ -174,6 +174,19 @@ def test_caching_candidate_fails(tmp_path, clean_reference):
     assert re.search(r"values outside|reused across calls|ignores_input|nondeterministic", result["error"])
 
 
+def test_a_rebinding_with_right_outputs_is_named_by_the_fingerprint_after_the_shared_hold(tmp_path, clean_reference):
+    """Right outputs, torch.nn.functional.silu rebound at import: the fingerprint names it. The fingerprint's walk
+    over torch runs once the checks' outputs are on the host (after `checks_done`: a waiting window need not wait
+    for it), so a correct-looking candidate has its timing sets built first, and is then not timed."""
+    result = evaluate(tmp_path, clean_reference, python="python/incorrect_tampers_rebinds_unused_function.py")
+    assert result["status"] == "incorrect" and "tampers_reference" in result["flags"], result
+    assert "torch functions rebound" in result["flag_notes"]["tampers_reference"]
+    assert "silu" in result["flag_notes"]["tampers_reference"]
+    phases = list(result["phase_s"])
+    assert phases.index("checks") < phases.index("prepare_timing") < phases.index("fingerprint_after")
+    assert "timing" not in phases and (tmp_path / "checks_done").exists()
+
+
 def test_syntax_error_is_compile_error(tmp_path, clean_reference):
     result = evaluate(tmp_path, clean_reference, python="python/compile_error_syntax.py")
     assert result["status"] == "compile_error" and "SyntaxError" in result["error"]
