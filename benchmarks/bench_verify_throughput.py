@@ -199,7 +199,7 @@ class GpuSampler(threading.Thread):
 
 def measure_stream(pairs, options: VerifyOptions, label: str) -> dict[str, float]:
     gate = device_gate(options.backend, options.device_index)
-    before = replace(gate.stats, by_purpose=dict(gate.stats.by_purpose))
+    before = gate.snapshot()
     verifier = CountingVerifier(options)
     phase_log = PhaseLog()
     engine_log = logging.getLogger("builder.verify.engine")
@@ -230,7 +230,8 @@ def measure_stream(pairs, options: VerifyOptions, label: str) -> dict[str, float
     for record in records:
         statuses[record.status] = statuses.get(record.status, 0) + 1
     print(f"  {label} statuses:", statuses)
-    owned = {k: v - before.by_purpose.get(k, 0.0) for k, v in gate.stats.by_purpose.items()}
+    after = gate.snapshot()
+    owned = {k: v - before.by_purpose.get(k, 0.0) for k, v in after.by_purpose.items()}
     eval_s = [r.eval_s for r in records if r.eval_s is not None]
     busy = sampler.busy_s if sampler.process is not None else float("nan")
     for name, value in verifier.compile_by_size().items():
@@ -243,8 +244,11 @@ def measure_stream(pairs, options: VerifyOptions, label: str) -> dict[str, float
             f"{label}: GPU-busy s/kernel": busy / n, f"{label}: GPU-idle s/kernel": (wall - busy) / n,
             f"{label}: evaluation child wall s/kernel (mean)": statistics.mean(eval_s) if eval_s else float("nan"),
             f"{label}: timing windows s/kernel": owned.get("timing", 0.0) / n,
-            f"{label}: owners waiting for checks s/kernel": (gate.stats.owner_wait_s - before.owner_wait_s) / n,
-            f"{label}: checks yielded to a window per kernel": (gate.stats.yields - before.yields) / n,
+            f"{label}: owners waiting (for checks or another owner) s/kernel":
+                (after.owner_wait_s - before.owner_wait_s) / n,
+            f"{label}: device unowned while an owner waited for checks s/kernel": (after.drain_s - before.drain_s) / n,
+            f"{label}: device held by nobody s/kernel": (after.unheld_s - before.unheld_s) / n,
+            f"{label}: checks yielded to a window per kernel": (after.yields - before.yields) / n,
             f"{label}: clean reference s/task": verifier.references.compute_s / tasks,
             f"{label}: measured baselines s/task": owned.get("baseline", 0.0) / tasks,
             f"{label}: baseline children wall s (mean)":

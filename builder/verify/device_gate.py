@@ -29,7 +29,7 @@ import os
 import secrets
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -50,7 +50,9 @@ class GateStats:
     owned_s: float = 0.0  # seconds held exclusively (timing windows, baselines, ncu)
     owned_count: int = 0
     shared_count: int = 0
-    owner_wait_s: float = 0.0  # seconds owners waited for checks in flight to end (or to yield)
+    owner_wait_s: float = 0.0  # seconds owners waited, summed over owners (for checks, or behind another owner)
+    drain_s: float = 0.0  # seconds an owner waited while nobody owned the device: checks in flight held it up
+    unheld_s: float = 0.0  # seconds nobody held the device at all (no checks, no owner): nothing ready for it
     yields: int = 0  # checks that gave the device up between two steps for a waiting owner
     pauses: int = 0  # members stopped for another's window
     by_purpose: dict[str, float] = field(default_factory=dict)  # owned seconds per purpose
@@ -70,6 +72,29 @@ class DeviceGate:
         self._members: set[Pausable] = set()
         self._paused: list[Pausable] = []
         self.stats = GateStats()
+        self._since = time.monotonic()  # when the device's state (below) last changed
+        self._state = "unheld"  # "unheld", "draining" (an owner waits, nobody owns), or "busy"
+
+    def snapshot(self) -> GateStats:
+        """The stats so far, the current state's time included."""
+        with self._cond:
+            self._changed()
+            return replace(self.stats, by_purpose=dict(self.stats.by_purpose))
+
+    def _changed(self) -> None:
+        """Account the time since the last change to the state it was in (the caller holds the lock)."""
+        now = time.monotonic()
+        if self._state == "unheld":
+            self.stats.unheld_s += now - self._since
+        elif self._state == "draining":
+            self.stats.drain_s += now - self._since
+        self._since = now
+        if self._owner is None and self._owners_waiting:
+            self._state = "draining"
+        elif self._owner is None and not self._sharing:
+            self._state = "unheld"
+        else:
+            self._state = "busy"
 
     # -- membership: the processes stopped while another owns the device --------------------------------
     def join(self, member: Pausable) -> None:
@@ -96,6 +121,7 @@ class DeviceGate:
                 self._cond.wait(0.05 if abort is not None else None)
             self._sharing += 1
             self.stats.shared_count += 1
+            self._changed()
             return True
 
     def release_shared(self, yielded: bool = False) -> None:
@@ -104,6 +130,7 @@ class DeviceGate:
             self.stats.yields += yielded
             self._sharing -= 1
             assert self._sharing >= 0, "shared hold released twice"
+            self._changed()
             self._cond.notify_all()
 
     # -- exclusive: timing, baselines, ncu ------------------------------------------------------------
@@ -113,6 +140,7 @@ class DeviceGate:
         waited = time.monotonic()
         with self._cond:
             self._owners_waiting += 1
+            self._changed()
             try:
                 while self._owner is not None or self._sharing:
                     if abort is not None and abort.is_set():
@@ -120,7 +148,9 @@ class DeviceGate:
                     self._cond.wait(0.05 if abort is not None else None)
             finally:
                 self._owners_waiting -= 1
+                self._changed()
             self._owner, self._purpose = holder, purpose
+            self._changed()
             self._owned_since = time.monotonic()
             self.stats.owner_wait_s += self._owned_since - waited
             pin = getattr(getattr(holder, "process", holder), "pin", None)
@@ -145,6 +175,7 @@ class DeviceGate:
                 member.resume()
             self._paused.clear()
             self._owner = None
+            self._changed()
             self._cond.notify_all()
 
     def owner(self) -> object | None:

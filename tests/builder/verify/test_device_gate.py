@@ -85,6 +85,27 @@ def test_a_waiting_owner_goes_before_new_checks():
     assert order == ["owner", "check"]
 
 
+def test_the_gate_counts_time_unheld_and_time_an_owner_waited_on_checks_apart():
+    gate = DeviceGate()
+    time.sleep(0.2)  # nobody holds it
+    assert gate.acquire_shared()
+    owner = Member()
+    waiting = in_thread(lambda: gate.acquire_exclusive(owner))
+    time.sleep(0.3)  # the owner waits for the checks, the device is nobody's own
+    gate.release_shared()
+    waiting.join(5)
+    time.sleep(0.2)  # owned: neither
+    second = Member()
+    queued = in_thread(lambda: gate.acquire_exclusive(second))
+    time.sleep(0.2)  # an owner behind another owner: waiting, but not on checks
+    gate.release_exclusive(owner)
+    queued.join(5)
+    gate.release_exclusive(second)
+    stats = gate.snapshot()
+    assert 0.2 <= stats.unheld_s < 0.35 and 0.3 <= stats.drain_s < 0.45
+    assert stats.owner_wait_s >= stats.drain_s + 0.2  # the second owner's wait behind the first is not drain
+
+
 def test_owning_stops_every_other_member_until_released():
     gate = DeviceGate()
     timing, waiting, late = Member(), Member(), Member()
