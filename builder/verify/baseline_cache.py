@@ -117,9 +117,7 @@ class BaselineCache:
             try:
                 job = build_job(task, None, None, options, "baseline", scratch)
                 if options.backend == "cuda" and work_cores() is not None:
-                    job["nice"] = (
-                        config.BASELINE_NICE
-                    )  # set-up and build below the first compiles; timing on kept cores
+                    job["nice"] = config.BASELINE_NICE  # set-up and build below the first compiles; timing on kept cores
                 env, writable = self._compiler_cache()
                 # Set-up and torch.compile's build run beside everything else; the timing owns the device.
                 result, outcome = run_in_turn(job, scratch, options, config.BASELINE_TIMEOUT_S, "baseline",
