@@ -274,11 +274,6 @@ BASELINE_WARM_WORKERS = 4  # eager + torch.compile baselines of one task (induct
 # run (benchmarks/probe_baseline_compile.py measures what each setting costs the cores). The build's output, and
 # so the baseline's timing, is the same either way.
 BASELINE_COMPILE_THREADS = 1
-# A baseline child's niceness on CUDA builds with timing cores kept. Its set-up and torch.compile's build are
-# needed only to finish correct records, while the first shared builds (and so the device) wait for the same
-# cores at the start of a build. Its timing is untouched: an owner runs on the kept cores, which nothing else
-# uses. Not on the CPU backend, where a timed baseline shares its cores with the compiles.
-BASELINE_NICE = 10
 SEED_BITS = 63  # seeds are secrets.randbits(SEED_BITS), drawn per build
 
 # --- explorer ----------------------------------------------------------------------------------

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 from builder import config
 from builder.tasks import Task
 from builder.verify import environment, verdict
-from builder.verify.device_gate import work_cores
 from builder.verify.pool import build_job, read_result, run_in_turn
 from builder.verify.sandbox import SandboxCancelled
 
@@ -116,8 +115,6 @@ class BaselineCache:
             scratch = Path(tempfile.mkdtemp(prefix="ka-baseline-"))
             try:
                 job = build_job(task, None, None, options, "baseline", scratch)
-                if options.backend == "cuda" and work_cores() is not None:
-                    job["nice"] = config.BASELINE_NICE  # set-up and build below the first compiles; timing on kept cores
                 env, writable = self._compiler_cache()
                 # Set-up and torch.compile's build run beside everything else; the timing owns the device.
                 result, outcome = run_in_turn(job, scratch, options, config.BASELINE_TIMEOUT_S, "baseline",
@@ -131,7 +128,7 @@ class BaselineCache:
                 self._failed.add(key)
                 return None
             keep = ("eager_ms", "compile_ms", "timing_method", "eager_runtime", "compile_runtime", "compile_error",
-                    "compile_threads", "niceness")  # fmt: skip
+                    "compile_threads")  # fmt: skip
             baseline = {k: result.get(k) for k in keep}
             temporary = path.with_name(f".{path.name}.tmp")
             temporary.write_text(json.dumps(baseline))

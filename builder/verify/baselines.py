@@ -9,7 +9,6 @@ for the device (`ready`); the parent answers once the device is the baselines' a
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from builder.verify.checks import exception_text
@@ -37,8 +36,6 @@ def run_baselines(task_module: Any, job: dict[str, Any]) -> dict[str, Any]:
     """{"status", "eager_ms", "compile_ms", "eager_runtime", "compile_runtime", "compile_error", ...}."""
     import torch
 
-    if job.get("nice"):
-        os.nice(int(job["nice"]))  # its build waits for the cores the first compiles need (config.BASELINE_NICE)
     device = "cuda" if job.get("backend") == "cuda" else "cpu"
     result: dict[str, Any] = {"status": "correct", "error": None, "eager_ms": None, "compile_ms": None,
                               "eager_runtime": None, "compile_runtime": None, "compile_error": None}  # fmt: skip
@@ -78,5 +75,4 @@ def run_baselines(task_module: Any, job: dict[str, Any]) -> dict[str, Any]:
     import torch._inductor.config as inductor_config
 
     result["compile_threads"] = inductor_config.compile_threads  # how inductor built it (its worker pool)
-    result["niceness"] = os.nice(0)
     return result
