@@ -208,12 +208,13 @@ def measure_stream(pairs, options: VerifyOptions, label: str) -> dict[str, float
     sampler = GpuSampler()
     sampler.start()
     started = time.monotonic()
-    records, first, first_evaluated = [], None, None
+    records, first, first_evaluated, at_first_evaluated = [], None, None, None
     for record in verifier.stream(pairs):
         records.append(record)
         first = first if first is not None else time.monotonic() - started
         if first_evaluated is None and record.eval_s is not None:  # compile errors come first, unevaluated
             first_evaluated = time.monotonic() - started
+            at_first_evaluated = gate.snapshot()  # the device's time before it: the start
         # A line per record: a run cut short still shows the rate it was reaching.
         phases = phase_log.by_kernel.get(record.kernel_name) or {}
         where = " ".join(f"{'_'.join(name.split('_')[:2])}={seconds:.1f}" for name, seconds in phases.items())
@@ -248,6 +249,8 @@ def measure_stream(pairs, options: VerifyOptions, label: str) -> dict[str, float
                 (after.owner_wait_s - before.owner_wait_s) / n,
             f"{label}: device unowned while an owner waited for checks s/kernel": (after.drain_s - before.drain_s) / n,
             f"{label}: device held by nobody s/kernel": (after.unheld_s - before.unheld_s) / n,
+            f"{label}: device held by nobody before the first evaluated record s":
+                (at_first_evaluated or after).unheld_s - before.unheld_s,
             f"{label}: checks yielded to a window per kernel": (after.yields - before.yields) / n,
             f"{label}: clean reference s/task": verifier.references.compute_s / tasks,
             f"{label}: measured baselines s/task": owned.get("baseline", 0.0) / tasks,
