@@ -1,6 +1,8 @@
 """Verification throughput: verified kernels/hour through `Verifier.stream` (the engine `kernel-archive build`
 runs), with where the time went: compile core-seconds, GPU-busy and GPU-idle seconds and timing windows per
-kernel, clean reference and baseline seconds per task, child start-up.
+kernel, clean reference and baseline seconds per task, child start-up, and the cores' busy seconds by kind of
+work (builds, baseline, reference and evaluation children, the parent) before and after the first evaluated
+record (`cpu_census.py`).
 
 Runs the CUDA backend when a GPU is visible, else the CPU backend (slow: a CPU torch extension build
 takes tens of seconds here). Distinct kernels are made from the bundled corpus by appending a
@@ -39,6 +41,8 @@ from builder.verify.device_gate import device_gate  # noqa: E402
 from builder.verify.engine import Verifier, VerifyOptions  # noqa: E402
 from builder.verify.pool import EvalPool, build_job, child_env, run_child  # noqa: E402
 from builder.verify.sandbox import resolve_isolation  # noqa: E402
+
+from benchmarks.cpu_census import CpuCensus, census_lines  # noqa: E402
 
 
 def corpus(backend: str, count: int, task_count: int = 16) -> list[tuple[Candidate, object]]:
@@ -207,6 +211,8 @@ def measure_stream(pairs, options: VerifyOptions, label: str) -> dict[str, float
     engine_log.setLevel(logging.DEBUG)
     sampler = GpuSampler()
     sampler.start()
+    census = CpuCensus()
+    census.start()
     started = time.monotonic()
     records, first, first_evaluated, at_first_evaluated = [], None, None, None
     for record in verifier.stream(pairs):
@@ -215,6 +221,7 @@ def measure_stream(pairs, options: VerifyOptions, label: str) -> dict[str, float
         if first_evaluated is None and record.eval_s is not None:  # compile errors come first, unevaluated
             first_evaluated = time.monotonic() - started
             at_first_evaluated = gate.snapshot()  # the device's time before it: the start
+            census.mark("after the first evaluated record")
         # A line per record: a run cut short still shows the rate it was reaching.
         phases = phase_log.by_kernel.get(record.kernel_name) or {}
         where = " ".join(f"{'_'.join(name.split('_')[:2])}={seconds:.1f}" for name, seconds in phases.items())
@@ -222,6 +229,8 @@ def measure_stream(pairs, options: VerifyOptions, label: str) -> dict[str, float
               f"eval {record.eval_s or 0:5.1f} s  {where}", flush=True)  # fmt: skip
     wall = time.monotonic() - started
     sampler.stop()
+    for line in census_lines(census.stop()):
+        print(f"  {label}: cores, {line}")
     engine_log.removeHandler(phase_log)
     for name, seconds in phase_log.means().items():
         print(f"  {label}: child phase {name:36s} {seconds:8.3f} s (mean of {len(phase_log.phases)})")

@@ -1,0 +1,43 @@
+"""The bench's CPU census charges a process's CPU time to the kind of work it or an ancestor is named after."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmarks.cpu_census import OTHER, PARENT, CpuCensus, census_lines
+
+pytestmark = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="reads /proc (Linux)")
+
+BUSY = "import time\nend = time.process_time() + 1.0\nwhile time.process_time() < end:\n    pass\n"
+
+
+def test_busy_children_are_charged_to_their_kind_by_working_directory_and_by_ancestor():
+    census = CpuCensus(interval_s=0.1)
+    census.start()
+    with tempfile.TemporaryDirectory(prefix="ka-compile-") as scratch:
+        by_cwd = subprocess.Popen([sys.executable, "-c", BUSY], cwd=scratch)
+        # The busy process itself carries no marker: its parent shell's command line does.
+        by_ancestor = subprocess.Popen(["sh", "-c", f'cd / && "{sys.executable}" -c "$1"; true', "ka-baseline-x", BUSY])
+        by_cwd.wait()
+        by_ancestor.wait()
+    time.sleep(0.2)
+    census.mark("second")
+    end = time.process_time() + 0.5
+    while time.process_time() < end:  # the census's own process: the parent
+        pass
+    periods = census.stop()
+    assert [name for name, *_ in periods] == ["start", "second"]
+    first = periods[0][3]
+    assert first.get("compile", 0.0) >= 0.7
+    assert first.get("baseline children", 0.0) >= 0.7
+    assert first.get(OTHER, 0.0) < 0.7  # neither busy child was left unattributed
+    assert periods[1][3].get(PARENT, 0.0) >= 0.3
+    assert "compile" not in periods[1][3]
+    lines = census_lines(periods, cores=2)
+    assert lines[0].startswith("start: ") and "compile" in lines[0] and "of 2 cores busy" in lines[0]
