@@ -32,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cpu_census import CpuCensus, census_lines  # noqa: E402
 from builder import config  # noqa: E402
 from builder.candidates import Candidate  # noqa: E402
 from builder.tasks import load_suite  # noqa: E402
@@ -41,8 +42,6 @@ from builder.verify.device_gate import device_gate  # noqa: E402
 from builder.verify.engine import Verifier, VerifyOptions  # noqa: E402
 from builder.verify.pool import EvalPool, build_job, child_env, run_child  # noqa: E402
 from builder.verify.sandbox import resolve_isolation  # noqa: E402
-
-from benchmarks.cpu_census import CpuCensus, census_lines  # noqa: E402
 
 
 def corpus(backend: str, count: int, task_count: int = 16) -> list[tuple[Candidate, object]]:
