@@ -116,9 +116,11 @@ class BaselineCache:
             try:
                 job = build_job(task, None, None, options, "baseline", scratch)
                 env, writable = self._compiler_cache()
-                # Set-up and torch.compile's build run beside everything else; the timing owns the device.
+                # Set-up and torch.compile's build run beside checks, and stopped while another window owns the
+                # device (their first calls run on it); the timing owns the device.
                 result, outcome = run_in_turn(job, scratch, options, config.BASELINE_TIMEOUT_S, "baseline",
-                                              exclusive=True, env_extra=env, writable=writable, cancel=cancel)  # fmt: skip
+                                              exclusive=True, member_while_setting_up=True, env_extra=env,
+                                              writable=writable, cancel=cancel)  # fmt: skip
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
             self.children_s.append(outcome.wall_s)

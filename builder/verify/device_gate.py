@@ -205,17 +205,26 @@ class Exclusive:
 class DeviceTurn(threading.Thread):
     """A trusted child's turn on the device: once it writes `ready` (its set-up done), hold the device (owned,
     or shared when `exclusive` is False) and write `go`; `finish` gives it back. The child's clock stands still
-    while it waits for its turn."""
+    while it waits for its turn.
 
-    def __init__(self, gate: DeviceGate, ready: Path, go: Path, purpose: str, exclusive: bool = True) -> None:
+    `member_while_setting_up`: the child's set-up uses the device outside any hold (a baseline builds its
+    models and runs torch.compile's first calls, seconds of CPU work with device work inside), so it is a
+    member until it is ready: stopped, as a candidate's child is, while another owns the device. Its queued
+    device work at that moment (bounded by its next synchronisation) falls in the window's untimed warm-up."""
+
+    def __init__(self, gate: DeviceGate, ready: Path, go: Path, purpose: str, exclusive: bool = True,
+                 member_while_setting_up: bool = False) -> None:  # fmt: skip
         super().__init__(daemon=True, name=f"ka-turn-{purpose}")
         self.gate, self.ready, self.go, self.purpose, self.exclusive = gate, ready, go, purpose, exclusive
+        self.member_while_setting_up = member_while_setting_up
         self.done = threading.Event()
         self.process: SandboxedProcess | None = None
         self._shared = False
 
     def attach(self, process: SandboxedProcess) -> None:
         self.process = process
+        if self.member_while_setting_up:
+            self.gate.join(process)  # started during a window: stopped at once
         self.start()
 
     def run(self) -> None:
@@ -223,6 +232,8 @@ class DeviceTurn(threading.Thread):
             if self.done.wait(0.01):
                 return
         assert self.process is not None
+        if self.member_while_setting_up:
+            self.gate.leave(self.process)  # set up and waiting: its own hold must not stop it
         self.process.hold_clock()
         try:
             if self.exclusive:
@@ -238,6 +249,8 @@ class DeviceTurn(threading.Thread):
         self.done.set()
         if self.ident is not None:
             self.join()
+        if self.member_while_setting_up and self.process is not None:
+            self.gate.leave(self.process)  # ended before it was ready
         if self._shared:
             self._shared = False
             self.gate.release_shared()

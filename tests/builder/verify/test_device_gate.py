@@ -232,6 +232,32 @@ def test_a_trusted_childs_turn_starts_only_once_it_is_ready(tmp_path):
     gate.release_exclusive(window)
 
 
+def test_a_baselines_set_up_is_stopped_while_a_window_owns_the_device(tmp_path):
+    """A baseline child's set-up runs models and torch.compile's first calls on the device outside any hold: it is
+    a member until it is ready (stopped through another's window), then owns the device without stopping itself."""
+    ready, go, done = tmp_path / "ready", tmp_path / "go", tmp_path / "done"
+    script = (f"import pathlib, time\ntime.sleep(0.3)\npathlib.Path({str(ready)!r}).write_text('1')\n"
+              f"while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.01)\n"
+              f"pathlib.Path({str(done)!r}).write_text('1')\n")  # fmt: skip
+    gate = DeviceGate()
+    window = object()
+    assert gate.acquire_exclusive(window)  # a candidate's window is on when the baseline starts
+    turn = DeviceTurn(gate, ready, go, "baseline", exclusive=True, member_while_setting_up=True)
+    child = SandboxedProcess([sys.executable, "-c", script], tmp_path / "scratch", gpu=False, isolation="process",
+                             extra_binds=[tmp_path])  # fmt: skip
+    turn.attach(child)
+    time.sleep(1.5)
+    assert not ready.exists()  # stopped: its set-up made no progress through the window
+    gate.release_exclusive(window)
+    outcome = child.wait(timeout_s=10)
+    assert outcome.returncode == 0 and done.exists()  # ready, then its own turn: it was not stopped by it
+    turn.finish()
+    assert gate.stats.by_purpose.get("baseline", 0.0) > 0
+    assert gate.acquire_exclusive(window, abort=threading.Event())  # the baseline's hold was given back
+    assert not gate._members  # and it is no member any more
+    gate.release_exclusive(window)
+
+
 def test_the_parents_word_never_follows_a_link_the_child_left(tmp_path):
     victim = tmp_path / "parent-file"
     victim.write_text("precious")
