@@ -146,6 +146,7 @@ def test_plan_keeps_unsafe_candidates_alone_with_a_reason():
         (96, 16, 8, None, [12] * 8),  # an even share of the workers, no more than the largest
         (96, 16, 4, None, [16] * 6),  # the largest
         (96, 16, 8, 4, [4, 8, 12, 12, 12, 12, 12, 12, 12]),  # a ramp up to the share
+        (96, 16, 8, 1, [1, 2, 4, 8, 12, 12, 12, 12, 12, 12, 9]),  # the first alone: its error is its own
         (5, 16, 8, 4, [1, 1, 1, 1, 1]),  # fewer candidates than workers: each alone, all at once
         (10, 16, 1, 2, [2, 4, 4]),  # the ramp ends where the candidates do
         (0, 16, 8, 4, []),
