@@ -362,10 +362,11 @@ def compile_many(
                 pending -= 1
                 done.notify_all()
 
-    for group in batches:
-        submit(run_batch, group)
-    for index in alone:
-        submit(run_alone, index)
+    # In the candidates' order: the first build (one candidate alone, where the ramp starts at one) is the first
+    # a worker takes, not queued behind every shared build.
+    builds = [(group[0][0], run_batch, group) for group in batches] + [(index, run_alone, index) for index in alone]
+    for _, fn, arg in sorted(builds, key=lambda item: item[0]):
+        submit(fn, arg)
     with done:  # halves are submitted from pool threads: wait for the count, not for the first futures
         done.wait_for(lambda: pending == 0)
     if errors:

@@ -246,6 +246,25 @@ def test_a_failed_batch_is_bisected_down_to_the_candidate_that_fails_alone():
     assert results[4].symbol_prefix == "" and results[4].batch_size == 1  # its pair failed: built alone
 
 
+def test_builds_start_in_the_candidates_order_the_first_alone_before_any_shared_build():
+    """With the ramp starting at one, the first candidate is built alone: a worker takes it first, not after every
+    shared build (the device waits for it)."""
+    good = "#include <torch/extension.h>\ntorch::Tensor forward(torch::Tensor x) {{ return x + {n}; }}\n"
+    bind = 'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward); }\n'
+    sources = [(good.format(n=n) + bind, "cpp") for n in range(7)]
+    started: list[int] = []
+
+    def fake_build(source: str, language: str) -> CompileResult:
+        started.append(source.count(f"{batching.SHARED_MODULE_VAR}.def_submodule(") or 1)  # kernels in the build
+        return CompileResult(ok=True, cache_key=str(len(started)))
+
+    with ThreadPoolExecutor(1) as executor:  # one worker: builds run in the order they were handed over
+        results = batching.compile_many(sources, fake_build, batch_size=8, executor=executor, workers=2,
+                                        first_batch_size=1)  # fmt: skip
+    assert started == [1, 2, 4] and all(r.ok for r in results)
+    assert results[0].symbol_prefix == "" and results[1].symbol_prefix == "c1."
+
+
 def test_a_bisect_into_a_closed_pool_ends_instead_of_waiting_forever():
     good = "#include <torch/extension.h>\ntorch::Tensor forward(torch::Tensor x) {{ return x + {n}; }}\n"
     bind = 'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward); }\n'
