@@ -229,6 +229,11 @@ def measure_stream(pairs, options: VerifyOptions, label: str) -> dict[str, float
               f"eval {record.eval_s or 0:5.1f} s  {where}", flush=True)  # fmt: skip
     wall = time.monotonic() - started
     sampler.stop()
+    for record in records:  # which kernels failed and why: a loaded machine must not turn a correct one incorrect
+        if record.status not in ("correct", "compile_error"):
+            reason = (record.error or "").strip().splitlines()[:1]
+            print(f"  {label}: {record.status}: {record.task_id} {record.kernel_name} flags={list(record.flags or [])} "
+                  f"{reason[0][:160] if reason else ''}")  # fmt: skip
     for line in census_lines(census.stop()):
         print(f"  {label}: cores, {line}")
     engine_log.removeHandler(phase_log)

@@ -261,7 +261,8 @@ COMPILE_FIRST_BATCH_SIZE = 4
 EVAL_POOL_SIZE = 1  # pre-started evaluation processes per GPU worker, beyond the one running
 # Evaluation workers per device: their children start, load, run checks and get judged side by side; each
 # timing window owns the device (builder/verify/device_gate.py). One on the CPU backend, whose checks would
-# compete with the compiles for the same cores. On an H200 box, 96 kernels: 997/h with four, 1223/h with eight.
+# compete with the compiles for the same cores. On an H200 box, 96 kernels: 997/h with four, 1223/h with eight;
+# twelve and sixteen were no faster (their children queue for timing windows).
 EVAL_WORKERS_PER_GPU = 8
 EVAL_WORKERS_CPU = 1
 # Cores kept per GPU for its timing windows on CUDA builds (builder/verify/device_gate.py): no other sandboxed

@@ -16,9 +16,10 @@ but a timing window must see the device as if it were alone on it:
   back and waits for `resume.N`, which comes once it holds the device shared again. A child that never yields only makes the
   owner wait for its checks' end.
 - The hand-shake is the children's courtesy; the enforcement is SIGSTOP. Every evaluation child of the device
-  is a *member* of its gate; while one owns the device, every other member is stopped (its process group and
-  any escaped descendant), so no other candidate's code, a thread it left running say, can launch work into
-  the window. Stopped time does not count against a child's timeout.
+  is a *member* of its gate, and so is a baseline child until its set-up is done (it runs models and
+  torch.compile's first calls on the device outside any hold); while one owns the device, every other member is
+  stopped (its process group and any escaped descendant), so no other candidate's code, a thread it left
+  running say, can launch work into the window. Stopped time does not count against a child's timeout.
 
 The gate is per builder process: two builds on one machine do not see each other's gates.
 """
