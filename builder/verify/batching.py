@@ -362,8 +362,8 @@ def compile_many(
                 pending -= 1
                 done.notify_all()
 
-    # In the candidates' order: the first build (one candidate alone, where the ramp starts at one) is the first
-    # a worker takes, not queued behind every shared build.
+    # In the candidates' order: a candidate built alone (a lone one, or one that cannot share a build) is taken
+    # in its place, not queued behind every shared build; the first build is the first a worker takes.
     builds = [(group[0][0], run_batch, group) for group in batches] + [(index, run_alone, index) for index in alone]
     for _, fn, arg in sorted(builds, key=lambda item: item[0]):
         submit(fn, arg)
