@@ -174,9 +174,8 @@ def _await_judgement(job: dict[str, Any]) -> bool:
 
 
 class _Phases:
-    """Seconds per phase of an evaluation (`phase_s` in the result: where a child's time goes), wall and, under
-    "cpu." names, this process's CPU seconds (all its threads); "cpu.start_up" is what the process used before
-    its job (interpreter, imports, CUDA context: a pre-started child pays it ahead)."""
+    """Wall seconds per phase of an evaluation (`phase_s` in the result) and, under "cpu." names, this process's
+    CPU seconds (all threads); "cpu.start_up" is what it used before its job (a pre-started child pays it ahead)."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {"cpu.start_up": round(time.process_time(), 4)}
