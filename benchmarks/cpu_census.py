@@ -15,14 +15,17 @@ import threading
 import time
 from pathlib import Path
 
-# First match wins, in this order: the marker a process (or an ancestor) carries -> the kind charged.
+from builder import config
+
+# First match wins, in this order: the marker a process (or an ancestor) carries -> the kind charged. The
+# markers are the builder's own scratch prefixes (config.SCRATCH_PREFIXES).
 KINDS = (
     ("compile_child", "compile"),
-    ("ka-compile-", "compile"),
-    ("ka-baseline-", "baseline children"),
-    ("ka-reference-", "reference children"),
-    ("ka-ncu-", "profiling"),
-    ("ka-eval-", "evaluation children"),
+    (config.SCRATCH_PREFIXES["compile"], "compile"),
+    (config.SCRATCH_PREFIXES["baseline"], "baseline children"),
+    (config.SCRATCH_PREFIXES["reference"], "reference children"),
+    (config.SCRATCH_PREFIXES["profiling"], "profiling"),
+    (config.SCRATCH_PREFIXES["evaluation"], "evaluation children"),
 )
 PARENT = "parent (engine, judge)"
 OTHER = "other"

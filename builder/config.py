@@ -245,6 +245,10 @@ BWRAP_PROBE_TIMEOUT_S = 10.0  # `bwrap ... true` must finish within this to coun
 BUILDER_COMMIT_ENV = "KA_BUILDER_COMMIT"  # the code's commit where the tree has no .git (records' builder_version)
 SANDBOX_KILL_GRACE_S = 2.0  # wait for a killed process group to be reaped
 SANDBOX_CANCEL_POLL_S = 0.2  # how often a wait that can be cancelled (a stopping build) checks for it
+# Scratch folders of the sandboxed children, one prefix per kind of work (the throughput bench's CPU census
+# charges a process to the kind its folder names).
+SCRATCH_PREFIXES = {"compile": "ka-compile-", "evaluation": "ka-eval-", "baseline": "ka-baseline-",
+                    "reference": "ka-reference-", "profiling": "ka-ncu-"}  # fmt: skip
 CPU_EXTENSION_CFLAGS = ("-O3",)
 # No --use_fast_math by default: it changes numerics (VerifyOptions.fast_math opts in).
 CUDA_EXTENSION_CFLAGS = ("-O3",)

@@ -112,7 +112,7 @@ class BaselineCache:
                 cached = None
             if cached is not None or key in self._failed:
                 return cached
-            scratch = Path(tempfile.mkdtemp(prefix="ka-baseline-"))
+            scratch = Path(tempfile.mkdtemp(prefix=config.SCRATCH_PREFIXES["baseline"]))
             try:
                 job = build_job(task, None, None, options, "baseline", scratch)
                 env, writable = self._compiler_cache()

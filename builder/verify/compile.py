@@ -163,7 +163,7 @@ def build_extension(
         }
         job_path.write_text(json.dumps(job))
         started = time.monotonic()
-        scratch = Path(tempfile.mkdtemp(prefix="ka-compile-"))
+        scratch = Path(tempfile.mkdtemp(prefix=config.SCRATCH_PREFIXES["compile"]))
         try:
             outcome = run_sandboxed(
                 [sys.executable, "-m", "builder.verify.compile_child", str(job_path)],

@@ -159,7 +159,8 @@ def start_evaluation(compiled: CompileResult, candidate: Candidate, task: Task, 
         record = verdict.assemble_record(base, status="runtime_error", error=reference.error,
                                          static_flags=static_flags, extra=extra)  # fmt: skip
         return Evaluated(record=attach_profiles(record, candidate, task, options, compiled))
-    scratch = pooled.scratch if pooled is not None else Path(tempfile.mkdtemp(prefix="ka-eval-"))
+    prefix = config.SCRATCH_PREFIXES["evaluation"]
+    scratch = pooled.scratch if pooled is not None else Path(tempfile.mkdtemp(prefix=prefix))
     try:
         job = build_job(task, candidate, compiled, options, "evaluate", scratch)
         result, outcome = run_judged(job, scratch, options, reference, pooled)

@@ -153,7 +153,7 @@ def compute_clean_reference(task: Task, options: VerifyOptions, directory: Path,
                             cancel: threading.Event | None = None) -> CleanReference:  # fmt: skip
     """Run the reference child (the task only, never candidate code); its outputs stay in `directory`. Setting
     `cancel` kills it (SandboxCancelled: nothing is kept)."""
-    scratch = Path(tempfile.mkdtemp(prefix="ka-reference-"))
+    scratch = Path(tempfile.mkdtemp(prefix=config.SCRATCH_PREFIXES["reference"]))
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     try:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from builder import config
 from builder.verify.device_gate import DeviceTurn, device_gate
 from builder.verify.sandbox import ChildOutcome, SandboxedProcess, run_sandboxed
 
@@ -77,7 +78,7 @@ class EvalPool:
         self._fill()
 
     def _start_one(self) -> PooledChild:
-        scratch = Path(tempfile.mkdtemp(prefix="ka-eval-"))
+        scratch = Path(tempfile.mkdtemp(prefix=config.SCRATCH_PREFIXES["evaluation"]))
         process = SandboxedProcess(
             child_argv("-", self.child_module),
             scratch,

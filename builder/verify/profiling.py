@@ -43,7 +43,7 @@ def attach_profiles(
         except ValueError:
             torch_profile = None
     arch = environment.gpu_arch(options.device_index) if options.backend == "cuda" else None
-    scratch = Path(tempfile.mkdtemp(prefix="ka-ncu-"))
+    scratch = Path(tempfile.mkdtemp(prefix=config.SCRATCH_PREFIXES["profiling"]))
     try:
         ncu_kwargs = _run_ncu(record, candidate, task, options, compiled, scratch)
         fields = profile_record_fields(

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.cpu_census import PARENT, CpuCensus, census_lines
+from builder import config
 
 pytestmark = pytest.mark.skipif(not Path("/proc/stat").exists(), reason="reads /proc (Linux)")
 
@@ -20,10 +21,12 @@ BUSY = "import time\nend = time.process_time() + 1.0\nwhile time.process_time() 
 def test_busy_children_are_charged_to_their_kind_by_working_directory_and_by_ancestor():
     census = CpuCensus(interval_s=0.1)
     census.start()
-    with tempfile.TemporaryDirectory(prefix="ka-compile-") as scratch:
+    with tempfile.TemporaryDirectory(prefix=config.SCRATCH_PREFIXES["compile"]) as scratch:
         by_cwd = subprocess.Popen([sys.executable, "-c", BUSY], cwd=scratch)
         # The busy process itself carries no marker: its parent shell's command line does.
-        by_ancestor = subprocess.Popen(["sh", "-c", f'cd / && "{sys.executable}" -c "$1"; true', "ka-baseline-x", BUSY])
+        by_ancestor = subprocess.Popen(
+            ["sh", "-c", f'cd / && "{sys.executable}" -c "$1"; true', config.SCRATCH_PREFIXES["baseline"] + "x", BUSY]
+        )
         by_cwd.wait()
         by_ancestor.wait()
     time.sleep(0.2)
