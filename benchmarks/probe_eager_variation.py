@@ -7,7 +7,12 @@ difference *within* a process (memory placement) can be told from one *between* 
 choice: the library's algorithm, its workspace). Each measurement also records the kernels one call launched
 (torch.profiler) and the SM clock and temperature that `nvidia-smi` reported around it.
 
-    python benchmarks/probe_eager_variation.py [--tasks 1/2,1/10] [--processes 6] [--calls 100] [--out F.json]
+With --placements K each process also times eager with its inputs at K random places in one large allocation
+(4 KiB-aligned offsets): the spread over places within a process against that of their median between processes
+says whether timing over several places would make eager's figure reproducible.
+
+    python benchmarks/probe_eager_variation.py [--tasks 1/2,1/10] [--processes 6] [--calls 100] [--placements K]
+                                               [--out F.json]
 """
 
 from __future__ import annotations
@@ -66,8 +71,46 @@ def measure_once(module, seeds: list[int], calls: int, keep: list) -> dict:
             "gpu_before": before, "gpu_after": after, "input_offsets_in_2mib": pointers}  # fmt: skip
 
 
-def child(task_spec: str, calls: int) -> None:
-    """One fresh process: the task's eager, measured on two sets of allocations."""
+def measure_placed(module, seeds: list[int], calls: int, placements: int) -> list[dict]:
+    """Eager timed with its input buffers at `placements` random places in one allocation, `calls` calls each."""
+    import random
+
+    import torch
+
+    from builder.verify.timing import CallTimer, build_input_sets
+
+    sets = build_input_sets(module, seeds, "cuda", lambda model, seed: model, with_reference=False)
+    timer = CallTimer(sets, "cuda", atol=1.0, rtol=1.0)
+    tensors = [t for t in timer.live if isinstance(t, torch.Tensor)]
+    if len(tensors) != len(timer.live) or not all(t.is_contiguous() for t in tensors):
+        return []
+    page = 4096
+    sizes = [-(-t.numel() * t.element_size() // page) * page for t in tensors]
+    arena = torch.empty(3 * sum(sizes) + (64 << 20), dtype=torch.uint8, device="cuda")
+    slack_pages = (arena.numel() - sum(sizes)) // page
+    rng = random.Random()
+    results = []
+    with torch.no_grad():
+        for _ in range(placements):
+            cuts = sorted(rng.randrange(slack_pages + 1) for _ in tensors)
+            gaps = [cut - previous for previous, cut in zip([0, *cuts[:-1]], cuts, strict=True)]
+            live, cursor, offsets = [], 0, []
+            for tensor, size, gap in zip(tensors, sizes, gaps, strict=True):
+                start = cursor + gap * page  # a random free stretch before each buffer
+                view = arena[start : start + tensor.numel() * tensor.element_size()]
+                live.append(view.view(tensor.dtype).view(tensor.shape))
+                offsets.append(start)
+                cursor = start + size
+            timer.live = live
+            for _ in range(3):
+                timer.time_call()
+            samples = [timer.time_call() for _ in range(calls)]
+            results.append({"median_ms": statistics.median(samples), "offsets": offsets})
+    return results
+
+
+def child(task_spec: str, calls: int, placements: int = 0) -> None:
+    """One fresh process: the task's eager, measured on two sets of allocations (and at random places)."""
     import torch
 
     from builder.tasks import load_task_module, resolve_task
@@ -78,7 +121,8 @@ def child(task_spec: str, calls: int) -> None:
     held: list = []
     first = measure_once(module, seeds, calls, held)
     second = measure_once(module, seeds, calls, held)
-    print(json.dumps({"task": task_spec, "first": first, "second": second}))
+    placed = measure_placed(module, seeds, max(calls // 3, 10), placements) if placements else []
+    print(json.dumps({"task": task_spec, "first": first, "second": second, "placed": placed}))
 
 
 def summarise(task: str, runs: list[dict]) -> dict:
@@ -95,7 +139,22 @@ def summarise(task: str, runs: list[dict]) -> dict:
         "between_processes_max_over_min": max(medians) / min(medians),
         "within_process_max_rel_diff": max(within),
         "kernel_sets": {names: {"n": len(ms), "median_ms": statistics.median(ms)} for names, ms in by_kernels.items()},
+        **_placement_summary(runs),
         "sm_mhz": sorted({(run[w]["gpu_after"] or {}).get("sm_mhz") for run in runs for w in ("first", "second")}),
+    }
+
+
+def _placement_summary(runs: list[dict]) -> dict:
+    """Spread over places within each process, and of each process's median over its places between them."""
+    per_process = [[place["median_ms"] for place in run.get("placed") or []] for run in runs]
+    per_process = [medians for medians in per_process if medians]
+    if not per_process:
+        return {}
+    of_process = [statistics.median(medians) for medians in per_process]
+    return {
+        "placed_within_process_max_over_min": [round(max(m) / min(m), 3) for m in per_process],
+        "placed_median_per_process_ms": [round(m, 4) for m in of_process],
+        "placed_between_processes_max_over_min": max(of_process) / min(of_process),
     }
 
 
@@ -104,17 +163,19 @@ def main() -> int:
     parser.add_argument("--tasks", default=DEFAULT_TASKS)
     parser.add_argument("--processes", type=int, default=6)
     parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--placements", type=int, default=0)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.calls)
+        child(args.child, args.calls, args.placements)
         return 0
     report = {"runs": {}, "summary": []}
     for task in args.tasks.split(","):
         runs = []
         for _ in range(args.processes):
-            argv = [sys.executable, __file__, "--child", task, "--calls", str(args.calls)]
+            argv = [sys.executable, __file__, "--child", task, "--calls", str(args.calls),
+                    "--placements", str(args.placements)]  # fmt: skip
             done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
             if done.returncode != 0:
                 print(f"{task}: a process failed: {done.stderr.strip()[-500:]}", file=sys.stderr)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Every test's builds (and the CLI runs they start) share one byte-code folder: a warm-up per test's cache would
+# compile torch's modules again each time.
+os.environ.setdefault("KA_BYTECODE_DIR", str(Path.home() / ".cache" / "kernel-archive" / "bytecode"))
 
 
 def _has_cuda() -> bool:

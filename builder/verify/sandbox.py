@@ -30,6 +30,7 @@ from typing import IO
 import psutil
 
 from builder import config
+from builder.verify import bytecode_cache
 from builder.verify.device_gate import work_cores
 from builder.verify.process_tree import MARKER_ENV, child_namespace, marked, sweep_marked
 
@@ -174,6 +175,10 @@ class SandboxedProcess:
         self.isolation = resolve_isolation(isolation)
         self.marker = secrets.token_hex(16)
         env = sandbox_env(self.scratch, self.marker, env_extra)
+        writable = [self.scratch, *(Path(path).resolve() for path in extra_binds)]
+        if (bytecode := bytecode_cache.for_child(self.isolation, writable)) is not None:
+            env[bytecode_cache.PREFIX_ENV] = str(bytecode)  # read-only below: no child changes what the next runs
+            ro_binds = [*ro_binds, bytecode]
         command = list(argv)
         if self.isolation == "bwrap":
             bwrap = shutil.which("bwrap") or "bwrap"

@@ -47,7 +47,8 @@ def test_parent_secrets_are_invisible_and_scratch_is_home(tmp_path, monkeypatch,
     assert "HF_TOKEN" not in seen["env"] and "OPENAI_API_KEY" not in seen["env"]
     assert not any("secret-value" in value or "secret_value" in value for value in seen["env"].values())
     allowed = set(config.SANDBOX_ENV_ALLOW) | {"HOME", "TMPDIR", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE",
-                                               "PYTHONUNBUFFERED", "PWD", sandbox.MARKER_ENV}  # fmt: skip
+                                               "PYTHONUNBUFFERED", "PWD", sandbox.MARKER_ENV,
+                                               "PYTHONPYCACHEPREFIX"}  # fmt: skip
     assert set(seen["env"]) <= allowed
     assert seen["env"]["HOME"] == str(tmp_path.resolve()) == seen["cwd"]
 
