@@ -9,10 +9,12 @@ choice: the library's algorithm, its workspace). Each measurement also records t
 
 With --placements K each process also times eager with its inputs at K random places in one large allocation
 (4 KiB-aligned offsets): the spread over places within a process against that of their median between processes
-says whether timing over several places would make eager's figure reproducible.
+says whether timing over several places would make eager's figure reproducible. With --arenas N it does that in N
+allocations, a 2 GiB one kept between each two and cuBLAS's workspaces freed, so each arena lies elsewhere in the
+device's memory: whether a process's speed belongs to the process or to where its memory happens to be.
 
     python benchmarks/probe_eager_variation.py [--tasks 1/2,1/10] [--processes 6] [--calls 100] [--placements K]
-                                               [--out F.json]
+                                               [--arenas N] [--out F.json]
 """
 
 from __future__ import annotations
@@ -109,7 +111,20 @@ def measure_placed(module, seeds: list[int], calls: int, placements: int) -> lis
     return results
 
 
-def child(task_spec: str, calls: int, placements: int = 0) -> None:
+def measure_arenas(module, seeds: list[int], calls: int, placements: int, arenas: int) -> list[list[dict]]:
+    """`measure_placed` in `arenas` allocations, each after a 2 GiB spacer and with cuBLAS's workspaces freed."""
+    import torch
+
+    spacers, results = [], []
+    for index in range(arenas):
+        if index:
+            spacers.append(torch.empty(2 << 30, dtype=torch.uint8, device="cuda"))
+            torch._C._cuda_clearCublasWorkspaces()
+        results.append(measure_placed(module, seeds, calls, placements))
+    return results
+
+
+def child(task_spec: str, calls: int, placements: int = 0, arenas: int = 1) -> None:
     """One fresh process: the task's eager, measured on two sets of allocations (and at random places)."""
     import torch
 
@@ -121,8 +136,9 @@ def child(task_spec: str, calls: int, placements: int = 0) -> None:
     held: list = []
     first = measure_once(module, seeds, calls, held)
     second = measure_once(module, seeds, calls, held)
-    placed = measure_placed(module, seeds, max(calls // 3, 10), placements) if placements else []
-    print(json.dumps({"task": task_spec, "first": first, "second": second, "placed": placed}))
+    arena_runs = measure_arenas(module, seeds, max(calls // 3, 10), placements, arenas) if placements else []
+    placed = arena_runs[0] if arena_runs else []
+    print(json.dumps({"task": task_spec, "first": first, "second": second, "placed": placed, "arenas": arena_runs}))
 
 
 def summarise(task: str, runs: list[dict]) -> dict:
@@ -151,7 +167,19 @@ def _placement_summary(runs: list[dict]) -> dict:
     if not per_process:
         return {}
     of_process = [statistics.median(medians) for medians in per_process]
+    by_arena = [[statistics.median(p["median_ms"] for p in arena) for arena in run.get("arenas") or [] if arena]
+                for run in runs]  # fmt: skip
+    by_arena = [medians for medians in by_arena if len(medians) > 1]
+    arenas = {}
+    if by_arena:
+        of_arenas = [statistics.median(medians) for medians in by_arena]
+        arenas = {
+            "arena_medians_per_process_ms": [[round(m, 4) for m in medians] for medians in by_arena],
+            "arenas_within_process_max_over_min": [round(max(m) / min(m), 3) for m in by_arena],
+            "arenas_median_between_processes_max_over_min": max(of_arenas) / min(of_arenas),
+        }
     return {
+        **arenas,
         "placed_within_process_max_over_min": [round(max(m) / min(m), 3) for m in per_process],
         "placed_median_per_process_ms": [round(m, 4) for m in of_process],
         "placed_between_processes_max_over_min": max(of_process) / min(of_process),
@@ -164,18 +192,19 @@ def main() -> int:
     parser.add_argument("--processes", type=int, default=6)
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--placements", type=int, default=0)
+    parser.add_argument("--arenas", type=int, default=1)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.calls, args.placements)
+        child(args.child, args.calls, args.placements, args.arenas)
         return 0
     report = {"runs": {}, "summary": []}
     for task in args.tasks.split(","):
         runs = []
         for _ in range(args.processes):
             argv = [sys.executable, __file__, "--child", task, "--calls", str(args.calls),
-                    "--placements", str(args.placements)]  # fmt: skip
+                    "--placements", str(args.placements), "--arenas", str(args.arenas)]  # fmt: skip
             done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
             if done.returncode != 0:
                 print(f"{task}: a process failed: {done.stderr.strip()[-500:]}", file=sys.stderr)
