@@ -10,8 +10,9 @@ choice: the library's algorithm, its workspace). Each measurement also records t
 With --placements K each process also times eager with its inputs at K random places in one large allocation
 (4 KiB-aligned offsets): the spread over places within a process against that of their median between processes
 says whether timing over several places would make eager's figure reproducible. With --arenas N it does that in N
-allocations, a 2 GiB one kept between each two and cuBLAS's workspaces freed, so each arena lies elsewhere in the
-device's memory: whether a process's speed belongs to the process or to where its memory happens to be.
+allocations, a 2 GiB one kept between each two, cuBLAS's workspaces freed and the earlier arenas' outputs and flush
+buffers held, so each arena's inputs, outputs and flush buffer lie elsewhere in the device's memory: whether a
+process's speed belongs to the process or to where its memory happens to be.
 
     python benchmarks/probe_eager_variation.py [--tasks 1/2,1/10] [--processes 6] [--calls 100] [--placements K]
                                                [--arenas N] [--out F.json]
@@ -73,8 +74,10 @@ def measure_once(module, seeds: list[int], calls: int, keep: list) -> dict:
             "gpu_before": before, "gpu_after": after, "input_offsets_in_2mib": pointers}  # fmt: skip
 
 
-def measure_placed(module, seeds: list[int], calls: int, placements: int) -> list[dict]:
-    """Eager timed with its input buffers at `placements` random places in one allocation, `calls` calls each."""
+def measure_placed(module, seeds: list[int], calls: int, placements: int, keep: list | None = None) -> list[dict]:
+    """Eager timed with its input buffers at `placements` random places in one allocation, `calls` calls each.
+    Into `keep` go the allocation, the timer (its cache-flush buffer) and one output: held, so that the next
+    call's outputs and flush buffer are not served from the same blocks again."""
     import random
 
     import torch
@@ -108,19 +111,22 @@ def measure_placed(module, seeds: list[int], calls: int, placements: int) -> lis
                 timer.time_call()
             samples = [timer.time_call() for _ in range(calls)]
             results.append({"median_ms": statistics.median(samples), "offsets": offsets})
+        if keep is not None:
+            keep.append((arena, timer, sets[0].call(*timer.live)))
     return results
 
 
 def measure_arenas(module, seeds: list[int], calls: int, placements: int, arenas: int) -> list[list[dict]]:
-    """`measure_placed` in `arenas` allocations, each after a 2 GiB spacer and with cuBLAS's workspaces freed."""
+    """`measure_placed` in `arenas` allocations, each after a 2 GiB spacer and with cuBLAS's workspaces freed; the
+    earlier arenas' outputs and flush buffers are held, so each arena's are new blocks too."""
     import torch
 
-    spacers, results = [], []
+    spacers, results, held = [], [], []
     for index in range(arenas):
         if index:
             spacers.append(torch.empty(2 << 30, dtype=torch.uint8, device="cuda"))
             torch._C._cuda_clearCublasWorkspaces()
-        results.append(measure_placed(module, seeds, calls, placements))
+        results.append(measure_placed(module, seeds, calls, placements, held))
     return results
 
 
