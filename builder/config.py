@@ -76,39 +76,15 @@ CHILD_CPU_SECONDS = 3600
 # Byte code the sandboxed children read (builder/verify/bytecode_cache.py), compiled once per environment by
 # importing these in a trusted process (compiling torch's modules was half of a child's start-up without it).
 BYTECODE_CACHE_DIR = Path(os.environ.get("KA_BYTECODE_DIR", CACHE_DIR / "bytecode"))
-BYTECODE_WARM_MODULES = (
-    "torch",
-    "torch._dynamo",
-    "torch.profiler",
-    "torch.utils.cpp_extension",
-    "torch._inductor.compile_fx",
-    "builder.verify.child",
-    "builder.verify.checks",
-    "builder.verify.reference",
-    "builder.verify.baselines",
-    "builder.verify.compile_child",
-    "builder.verify.op_census",
-    "builder.verify.side_stream",
-)
+BYTECODE_WARM_MODULES = ("torch", "torch._dynamo", "torch.profiler", "torch.utils.cpp_extension",
+                         "torch._inductor.compile_fx", "builder.verify.child", "builder.verify.checks",
+                         "builder.verify.reference", "builder.verify.baselines", "builder.verify.compile_child",
+                         "builder.verify.op_census", "builder.verify.side_stream")  # fmt: skip
 BYTECODE_WARM_TIMEOUT_S = 600.0
 # Environment variables a candidate may see; everything else (tokens, keys) is scrubbed.
-SANDBOX_ENV_ALLOW = (
-    "PATH",
-    "LANG",
-    "LC_ALL",
-    "TERM",
-    "TZ",
-    "CUDA_VISIBLE_DEVICES",
-    "NVIDIA_VISIBLE_DEVICES",
-    "CUDA_HOME",
-    "CUDA_PATH",
-    "LD_LIBRARY_PATH",
-    "TORCH_CUDA_ARCH_LIST",
-    "OMP_NUM_THREADS",
-    "MAX_JOBS",
-    "CC",
-    "CXX",
-)
+SANDBOX_ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "TERM", "TZ", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
+                     "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "TORCH_CUDA_ARCH_LIST", "OMP_NUM_THREADS", "MAX_JOBS",
+                     "CC", "CXX")  # fmt: skip
 
 # --- profiling ---------------------------------------------------------------------------------
 NCU_SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis")
