@@ -14,6 +14,8 @@ one its own compiler message.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -294,12 +296,18 @@ def compile_many(
     together again (two extra builds for one bad candidate). When the log names nobody it is bisected: each half
     built again (in parallel on `executor`), down to the candidate that fails alone. `on_result(index, result)`
     is called as each candidate's build finishes (to start evaluating it). `workers` and `first_batch_size` size
-    the builds (`batch_sizes`)."""
+    the builds (`batch_sizes`).
+
+    Builds wait in one queue, each worker taking the first: builds of candidates that may still be evaluated
+    before culprits rebuilt for their own message only, each kind in the candidates' order. So a failed build's
+    rebuild goes before later builds still waiting, as its candidates' place says (the device waits for them)."""
     batches, alone, _ = plan_batches(sources, batch_size, workers, first_batch_size)
     results: list[CompileResult | None] = [None] * len(sources)
     done = threading.Condition()
     pending = 0
     errors: list[BaseException] = []
+    waiting: list[tuple[tuple[int, int], int, Callable[[Any], None], Any]] = []  # (rank, first index), arrival
+    arrival = itertools.count()
 
     def finish(index: int, result: CompileResult) -> None:
         results[index] = result
@@ -317,13 +325,13 @@ def compile_many(
         if not shared.ok and (culprits := blame(shared, source)) & {index for index, _ in group}:
             # the log names who failed: they are built alone (their own message), the rest together again
             rest = [member for member in group if member[0] not in culprits]
-            for index, _ in group:
-                if index in culprits:
-                    submit(run_alone, index)
             if len(rest) == 1:
                 submit(run_alone, rest[0][0])
             elif rest:
                 submit(run_batch, rest)
+            for index, _ in group:
+                if index in culprits:
+                    submit(run_alone, index, culprit=True)
             return
         if not shared.ok:  # nobody named: one bad candidate must not fail the others, build each half again
             middle = len(group) // 2
@@ -336,23 +344,28 @@ def compile_many(
         for (index, _), name in zip(group, names, strict=True):
             finish(index, replace(shared, symbol_prefix=f"{name}.", batch_size=len(group)))
 
-    def submit(fn: Callable[[Any], None], arg: Any) -> None:
+    def submit(fn: Callable[[Any], None], arg: Any, culprit: bool = False) -> None:
+        """Queue a build and hand the executor one turn: the turn runs whichever build is first by then."""
         nonlocal pending
+        first = arg if isinstance(arg, int) else arg[0][0]
         with done:
             pending += 1
+            heapq.heappush(waiting, ((int(culprit), first), next(arrival), fn, arg))
         if executor is None:
-            run(fn, arg)
+            run_first()
             return
         try:
-            executor.submit(run, fn, arg)
+            executor.submit(run_first)
         except RuntimeError as exc:  # the pool was shut down (a stopping build): count it as ended
             errors.append(exc)
             with done:
                 pending -= 1
                 done.notify_all()
 
-    def run(fn: Callable[[Any], None], arg: Any) -> None:
+    def run_first() -> None:
         nonlocal pending
+        with done:
+            _, _, fn, arg = heapq.heappop(waiting)  # one turn per queued build: never empty here
         try:
             fn(arg)
         except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread below

@@ -304,6 +304,31 @@ def test_a_failed_batch_whose_log_names_the_candidate_builds_it_alone_and_the_re
     assert all(results[i].batch_size == 6 and results[i].symbol_prefix == f"c{i}." for i in (0, 1, 3, 4, 6, 7))
 
 
+def test_a_failed_build_is_rebuilt_before_later_builds_and_its_culprit_last():
+    """One worker, two builds of four; the first fails naming one member. Its other three go next (the device waits
+    for them: they come first among the candidates), then the later build, then the culprit, built alone only for
+    its own message."""
+    good = "#include <torch/extension.h>\ntorch::Tensor forward(torch::Tensor x) {{ return x + {n}; }}\n"
+    bind = 'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward); }\n'
+    sources = [(good.format(n=n) + ("// BAD\n" if n == 1 else "") + bind, "cuda") for n in range(8)]
+    builds: list[tuple[int, bool]] = []
+
+    def fake_build(source: str, language: str) -> CompileResult:
+        lines = [n for n, line in enumerate(source.split("\n"), start=1) if line == "// BAD"]
+        members = source.count("forward(torch::Tensor x)")
+        builds.append((members, bool(lines)))
+        if not lines:
+            return CompileResult(ok=True, cache_key=str(len(builds)))
+        where = {"error_at": {"lines": lines, "namespaces": []}} if members > 1 else {}
+        return CompileResult(ok=False, error=f'/b/ka_x.cu({lines[0]}): error: "BAD"', cache_key="x", extra=where)
+
+    with ThreadPoolExecutor(1) as executor:
+        results = batching.compile_many(sources, fake_build, batch_size=4, executor=executor)
+    assert builds == [(4, True), (3, False), (4, False), (1, True)]
+    assert [r.ok for r in results] == [True, False] + [True] * 6
+    assert results[1].batch_size == 1 and "BAD" in results[1].error
+
+
 def test_error_locations_read_nvcc_gcc_and_mangled_names():
     from builder.verify.compile import error_locations
 
