@@ -293,7 +293,7 @@ def main() -> None:
     print(f"machine: {platform.node()} {os.cpu_count()} cores, {env['gpu_name']}, torch {env['torch_version']}, "
           f"cuda {env['cuda_version']}, nvcc {env['nvcc_version']}, isolation {resolve_isolation()}")  # fmt: skip
     started = time.perf_counter()
-    bytecode = bytecode_cache.warm()  # once per environment: a cold compile cache is per run, this is not
+    bytecode = bytecode_cache.for_child(resolve_isolation(), [])  # warmed once per environment, not per run
     print(f"children's byte code: {bytecode or 'none (children compile their own)'}, ready after "
           f"{time.perf_counter() - started:.1f} s")  # fmt: skip
     # Each stage prints as it ends: a run cut short by a time limit still reports what it measured.
