@@ -128,13 +128,25 @@ class CountingVerifier(Verifier):
         super().__init__(options)
         self.builds: dict[str, float] = {}
         self.members: dict[str, int] = {}  # kernels in each build
+        self.timeline: list[tuple[float, float, int, bool, float]] = []  # start, end, kernels, ok, core-s
 
     def _build(self, source, language, cancel=None):
+        began = time.monotonic()
         result = super()._build(source, language, cancel)
+        kernels = max(1, source.count(f"{batching.SHARED_MODULE_VAR}.def_submodule("))
         if result is not None and result.cache_key:
             self.builds[result.cache_key] = result.cpu_s or 0.0
-            self.members[result.cache_key] = max(1, source.count(f"{batching.SHARED_MODULE_VAR}.def_submodule("))
+            self.members[result.cache_key] = kernels
+        if result is not None:
+            self.timeline.append((began, time.monotonic(), kernels, result.ok, result.cpu_s or 0.0))
         return result
+
+    def start_lines(self, started: float, until: float | None) -> list[str]:
+        """Each build that began before `until` (the first evaluated record), from the run's start: the start's
+        critical path is among them."""
+        return [f"build of {kernels:2d} {'ok' if ok else 'failed':6s} {began - started:6.1f}-{ended - started:6.1f} s,"
+                f" {cpu_s:5.1f} core-s" for began, ended, kernels, ok, cpu_s in sorted(self.timeline)
+                if until is None or began - started < until]  # fmt: skip
 
     def compile_by_size(self) -> dict[str, float]:
         """Core-seconds per build by its kernel count, and a fit core-s = header + per-kernel x kernels: the
@@ -229,6 +241,8 @@ def measure_stream(pairs, options: VerifyOptions, label: str) -> dict[str, float
               f"eval {record.eval_s or 0:5.1f} s  {where}", flush=True)  # fmt: skip
     wall = time.monotonic() - started
     sampler.stop()
+    for line in verifier.start_lines(started, first_evaluated):
+        print(f"  {label}: before the first evaluated record, {line}")
     for record in records:  # which kernels failed and why: a loaded machine must not turn a correct one incorrect
         if record.status not in ("correct", "compile_error"):
             reason = (record.error or "").strip().splitlines()[:1]
