@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parents[1]
+PROCESS_STARTED_EPOCH = time.time()  # byte code written after this was compiled by this process
 
 
 def _stage(timings: list, name: str, started: list) -> None:
@@ -43,9 +44,6 @@ def _cached_modules() -> dict[str, int]:
             fresh = False
         counts["with_pyc" if fresh else "without_pyc"] += 1
     return counts
-
-
-PROCESS_STARTED_EPOCH = time.time()
 
 
 def child() -> None:
