@@ -42,6 +42,10 @@ from builder.verify.device_gate import device_gate  # noqa: E402
 from builder.verify.engine import Verifier, VerifyOptions  # noqa: E402
 from builder.verify.pool import EvalPool, build_job, child_env, run_child  # noqa: E402
 from builder.verify.sandbox import resolve_isolation  # noqa: E402
+from schemas import record_to_dict  # noqa: E402
+
+RECORD_BULK = ("cuda_code", "reference_module_code", "reference_functional_code", "embedding", "ncu_profile",
+               "torch_profile", "clang_tidy")  # left out of --records: sources and profiles  # fmt: skip
 
 
 def corpus(backend: str, count: int, task_count: int = 16) -> list[tuple[Candidate, object]]:
@@ -212,7 +216,7 @@ class GpuSampler(threading.Thread):
             self.process.terminate()
 
 
-def measure_stream(pairs, options: VerifyOptions, label: str) -> dict[str, float]:
+def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path | None = None) -> dict[str, float]:
     gate = device_gate(options.backend, options.device_index)
     before = gate.snapshot()
     verifier = CountingVerifier(options)
@@ -241,6 +245,11 @@ def measure_stream(pairs, options: VerifyOptions, label: str) -> dict[str, float
               f"eval {record.eval_s or 0:5.1f} s  {where}", flush=True)  # fmt: skip
     wall = time.monotonic() - started
     sampler.stop()
+    if records_path is not None:
+        with records_path.open("a") as out:
+            for record in records:
+                fields = {name: value for name, value in record_to_dict(record).items() if name not in RECORD_BULK}
+                out.write(json.dumps(dict(fields, bench_label=label), default=str) + "\n")
     for line in verifier.start_lines(started, first_evaluated):
         print(f"  {label}: before the first evaluated record, {line}")
     for record in records:  # which kernels failed and why: a loaded machine must not turn a correct one incorrect
@@ -296,6 +305,7 @@ def main() -> None:
     parser.add_argument("--eval-workers", default=None,
                         help="evaluation workers per device to compare, e.g. 1,4 (default: the config's)")  # fmt: skip
     parser.add_argument("--skip", default="", help="stages to skip: startup,compile")
+    parser.add_argument("--records", type=Path, default=None, help="append each run's records here, JSON lines")
     args = parser.parse_args()
     backend = args.backend or ("cuda" if environment.gpu_count() else "cpu")
     count = args.kernels or (96 if backend == "cuda" else 4)
@@ -320,7 +330,7 @@ def main() -> None:
         label = f"eval workers/device {workers or 'default'}"
         print(f"{label}: {count} kernels over {len({t.id for _, t in pairs})} tasks, compile workers "
               f"{options.compile_workers}, batch size {options.batch_size}", flush=True)  # fmt: skip
-        show(measure_stream(pairs, options, label))
+        show(measure_stream(pairs, options, label, args.records))
     options = VerifyOptions(backend=backend, trials=config.DEFAULT_TRIALS,
                             build_cache_dir=Path(tempfile.mkdtemp(prefix="ka-bench-builds-")))  # fmt: skip
     pairs = corpus(backend, max(options.batch_size, 1), args.tasks)

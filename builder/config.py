@@ -42,12 +42,16 @@ PERTURB_SCALE = 0.5  # relative size of the perturbation used by the ignores_inp
 # (clocks, caches) settles there. Before the window, while the device is still shared, each input set is called
 # once (lazy set-up, algorithm choice, each set's first output for the judge).
 WARMUP_CALLS = 10
+WINDOW_WARMUP_MS = 50.0  # fewer in-window warm-up pairs once they have run this long (a slow kernel's first pair)
 TIMED_CALLS = 100
 TIMING_BUDGET_S = 10.0  # stop early past this, with at least MIN_TIMED_CALLS
 MIN_TIMED_CALLS = 20
+MIN_TIMED_MS = 200.0  # ... or fewer calls where the candidate's timed calls already add up to this
 INPUT_SETS = 2  # rotate at least two input sets while timing
 TIMING_BLOCKS = 10  # a candidate's timed calls in this many blocks, alternating with PyTorch eager's blocks
 MIN_TIMING_BLOCKS = 4  # blocks before the time budget may end the window (the ratio's spread needs several)
+# A block holds as many calls (pairs) as fill this many ms, at most TIMED_CALLS / TIMING_BLOCKS: one call of a 70 ms
+TIMING_BLOCK_MS = 20.0  # kernel is a steady block of its own, where ten cost the device 0.7 s
 # A window ends early, after MIN_TIMING_BLOCKS, once the per-block eager/candidate ratios and the candidate's
 # per-block medians each vary by at most this (IQR / median): further blocks would not move the figures.
 TIMING_STABLE_SPREAD = 0.02

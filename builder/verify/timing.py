@@ -13,6 +13,7 @@ the set must agree with that first one. Baselines run in a clean child and check
 from __future__ import annotations
 
 import hashlib
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -70,6 +71,12 @@ def _stats(samples_ms: list[float]) -> dict[str, Any]:
         "max_ms": max(samples_ms),
         "n": len(samples_ms),
     }
+
+
+def block_rule() -> str:
+    """How a block's size and the least timed work were chosen, for `timing_method`."""
+    return (f" (as many as fill {config.TIMING_BLOCK_MS:g} ms, from the warm-up's median; at least "
+            f"{config.MIN_TIMED_CALLS} timed calls or {config.MIN_TIMED_MS:g} ms of them)")  # fmt: skip
 
 
 def describe_method(device: str, warmup_calls: int, n: int, n_sets: int, window_warmup_calls: int = 0) -> str:
@@ -162,21 +169,21 @@ def measure(
     # Every set is seen once before timing starts (a per-model torch.compile happens in warm-up).
     warmup_calls = max(warmup_calls, len(sets))
     with torch.no_grad():
-        for _ in range(warmup_calls):
-            timer.time_call()
+        warm_ms = [timer.time_call() for _ in range(warmup_calls)]
         started = time.perf_counter()
-        chunk = max(1, round(timed_calls / config.TIMING_BLOCKS))
+        chunk = calls_per_block(statistics.median(warm_ms), round(timed_calls / config.TIMING_BLOCKS))
         settled = False
         for _ in range(max(timed_calls, 1)):
             samples.append(timer.time_call())
-            if len(samples) >= min_calls and time.perf_counter() - started > budget_s:
+            enough = len(samples) >= min_calls or sum(samples) >= config.MIN_TIMED_MS
+            if enough and time.perf_counter() - started > budget_s:
                 break
             chunks = [statistics.median(samples[i : i + chunk]) for i in range(0, len(samples) - chunk + 1, chunk)]
-            if len(samples) % chunk == 0 and len(chunks) >= config.MIN_TIMING_BLOCKS and len(samples) >= min_calls:
+            if len(samples) % chunk == 0 and len(chunks) >= config.MIN_TIMING_BLOCKS and enough:
                 if relative_spread(chunks) <= config.TIMING_STABLE_SPREAD:
                     settled = True  # the median of further calls would not move
                     break
-    method = describe_method(device, warmup_calls, len(samples), len(sets))
+    method = describe_method(device, warmup_calls, len(samples), len(sets)) + f"; blocks of {chunk} calls{block_rule()}"
     if settled:
         spread = config.TIMING_STABLE_SPREAD
         method += f"; {config.TIMING_SETTLED_CLAUSE} the medians of {chunk}-call blocks varied by <= {spread:.0%}"
@@ -202,8 +209,9 @@ def measure_interleaved(
     "timing_method", "first_outputs" (the candidate's)}. Raises TimingMismatch on a stale output.
     """
     candidate, eager = CallTimer(candidate_sets, device, atol, rtol), CallTimer(eager_sets, device, atol, rtol)
-    warmed = warm_up(candidate, eager, warmup_calls)
-    return _window(candidate, eager, device, warmed, 0, timed_calls=timed_calls, budget_s=budget_s, min_calls=min_calls)
+    warmed = warm_up(candidate, eager, 0)  # each set's first call; the rest of the warm-up is the window's
+    return _window(candidate, eager, device, warmed, warmup_calls, timed_calls=timed_calls, budget_s=budget_s,
+                   min_calls=min_calls)  # fmt: skip
 
 
 def warm_up(candidate: CallTimer, eager: CallTimer, calls: int, between_steps: Callable[[], None] | None = None) -> int:
@@ -223,20 +231,24 @@ def warm_up(candidate: CallTimer, eager: CallTimer, calls: int, between_steps: C
 
 def _window(candidate: CallTimer, eager: CallTimer, device: str, warmed: int, window_warmup: int, *, timed_calls: int,
             budget_s: float, min_calls: int) -> dict[str, Any]:  # fmt: skip
-    """The timed pairs (after `window_warmup` untimed ones), on timers already warmed up."""
+    """The timed pairs, on timers already warmed up, after at most `window_warmup` untimed ones (fewer once they
+    have run config.WINDOW_WARMUP_MS); a block holds as many pairs as fill config.TIMING_BLOCK_MS."""
     import torch
 
     blocks = max(1, min(config.TIMING_BLOCKS, timed_calls))
-    per_block = max(1, round(timed_calls / blocks))
     cand_samples: list[float] = []
     eager_samples: list[float] = []
     ratios: list[float] = []
     cand_medians: list[float] = []
     stable, stopped_early = config.TIMING_STABLE_SPREAD, False
     with torch.no_grad():
+        warm_ms: list[float] = []
         for _ in range(window_warmup):
-            candidate.time_call()
-            eager.time_call()
+            warm_ms.append(candidate.time_call() + eager.time_call())
+            if sum(warm_ms) >= config.WINDOW_WARMUP_MS:
+                break
+        most = max(1, round(timed_calls / blocks))
+        per_block = calls_per_block(statistics.median(warm_ms), most) if warm_ms else most
         started = time.perf_counter()
         for block in range(blocks):
             cand_block, eager_block = [], []
@@ -252,23 +264,32 @@ def _window(candidate: CallTimer, eager: CallTimer, device: str, warmed: int, wi
             eager_samples += eager_block
             ratios.append(statistics.median(eager_block) / max(statistics.median(cand_block), 1e-9))
             cand_medians.append(statistics.median(cand_block))
-            enough = len(cand_samples) >= min_calls and block + 1 >= config.MIN_TIMING_BLOCKS
+            timed_enough = len(cand_samples) >= min_calls or sum(cand_samples) >= config.MIN_TIMED_MS
+            enough = timed_enough and block + 1 >= config.MIN_TIMING_BLOCKS
             if enough and time.perf_counter() - started > budget_s:
                 break
             if enough and relative_spread(ratios) <= stable and relative_spread(cand_medians) <= stable:
                 stopped_early = True  # the ratio and the kernel's time have settled: more blocks would not move them
                 break
-    method = describe_method(device, warmed, len(cand_samples), len(candidate.sets), window_warmup)
+    method = describe_method(device, warmed, len(cand_samples), len(candidate.sets), len(warm_ms))
     method += (
         f"; PyTorch eager timed the same way in the same window, its calls alternating with the candidate's "
-        f"(first side swapped every pair), {len(ratios)} blocks of {per_block} pairs (speedup = eager median / "
-        "candidate median over the window; spread from per-block ratios)"
+        f"(first side swapped every pair), {len(ratios)} blocks of {per_block} pairs{block_rule()} (speedup = eager "
+        "median / candidate median over the window; spread from per-block ratios)"
     )
     if stopped_early:
         method += (f"; {config.TIMING_SETTLED_CLAUSE} the per-block ratios and kernel medians varied by <= {stable:.0%}"
                    " (IQR/median)")  # fmt: skip
     return {"runtime": _stats(cand_samples), "eager_window": _stats(eager_samples), "speedup_blocks": ratios,
             "timing_method": method, "first_outputs": candidate.first_outputs}  # fmt: skip
+
+
+def calls_per_block(call_ms: float, most: int) -> int:
+    """Calls (or pairs) per block: as many as fill config.TIMING_BLOCK_MS at `call_ms` each, from one to `most`.
+    A slow kernel's call is a steady median on its own; ten of a 70 ms kernel cost the device 0.7 s a block."""
+    if not call_ms > 0:
+        return most
+    return max(1, min(most, math.ceil(config.TIMING_BLOCK_MS / call_ms)))
 
 
 def relative_spread(values: list[float]) -> float:

@@ -164,6 +164,7 @@ def sleeping_sets(module, seconds):
 
 def test_a_steady_window_stops_after_the_minimum_blocks(module, monkeypatch):
     monkeypatch.setattr(timing.config, "TIMING_STABLE_SPREAD", 0.05)
+    monkeypatch.setattr(timing.config, "TIMING_BLOCK_MS", 1e6)  # blocks of ten pairs, however slow the calls
     candidate, eager = sleeping_sets(module, lambda: 0.01), sleeping_sets(module, lambda: 0.02)
     result = timing.measure_interleaved(candidate, eager, "cpu", atol=1e-4, rtol=1e-4, warmup_calls=1,
                                         timed_calls=100, budget_s=60)  # fmt: skip
@@ -177,6 +178,7 @@ def test_a_steady_window_stops_after_the_minimum_blocks(module, monkeypatch):
 
 def test_an_unsteady_window_runs_every_block(module, monkeypatch):
     monkeypatch.setattr(timing.config, "TIMING_STABLE_SPREAD", 0.05)
+    monkeypatch.setattr(timing.config, "TIMING_BLOCK_MS", 1e6)
     calls = {"n": 0}
 
     def erratic() -> float:  # blocks of 10 calls alternate between 5 ms and 20 ms
@@ -192,6 +194,7 @@ def test_an_unsteady_window_runs_every_block(module, monkeypatch):
 
 def test_a_steady_baseline_stops_after_the_minimum_blocks(module, monkeypatch):
     monkeypatch.setattr(timing.config, "TIMING_STABLE_SPREAD", 0.05)
+    monkeypatch.setattr(timing.config, "TIMING_BLOCK_MS", 1e6)
     result = timing.measure(sleeping_sets(module, lambda: 0.01), "cpu", atol=1e-4, rtol=1e-4, warmup_calls=1,
                             timed_calls=100, budget_s=60)  # fmt: skip
     assert result["runtime"]["n"] == 10 * timing.config.MIN_TIMING_BLOCKS and "stopped once" in result["timing_method"]
@@ -199,6 +202,41 @@ def test_a_steady_baseline_stops_after_the_minimum_blocks(module, monkeypatch):
     result = timing.measure(sleeping_sets(module, lambda: 0.001), "cpu", atol=1e-4, rtol=1e-4, warmup_calls=1,
                             timed_calls=100, budget_s=60)  # fmt: skip
     assert result["runtime"]["n"] == 100 and "stopped once" not in result["timing_method"]
+
+
+def test_a_slow_kernels_window_holds_fewer_calls(module, monkeypatch):
+    """Calls that fill a block alone give blocks of one pair; the window's warm-up ends once it has run
+    WINDOW_WARMUP_MS, and the window once MIN_TIMED_MS of candidate calls and MIN_TIMING_BLOCKS blocks are in."""
+    monkeypatch.setattr(timing.config, "TIMING_STABLE_SPREAD", 10.0)  # settled at the first chance: count the rule
+    monkeypatch.setattr(timing.config, "TIMING_BLOCK_MS", 20.0)
+    monkeypatch.setattr(timing.config, "WINDOW_WARMUP_MS", 50.0)
+    monkeypatch.setattr(timing.config, "MIN_TIMED_MS", 200.0)
+    candidate, eager = sleeping_sets(module, lambda: 0.03), sleeping_sets(module, lambda: 0.005)
+    result = timing.measure_interleaved(candidate, eager, "cpu", atol=1e-4, rtol=1e-4, warmup_calls=10,
+                                        timed_calls=100, budget_s=60)  # fmt: skip
+    n = result["runtime"]["n"]
+    assert "blocks of 1 pairs" in result["timing_method"] and len(result["speedup_blocks"]) == n
+    assert "and 2 in it" in result["timing_method"]  # 35 ms a pair: the second reaches 50 ms
+    # 30 ms a call: the 7th brings 200 ms (a loaded machine's longer sleeps, an earlier one), not the 20 calls
+    total = result["runtime"]["mean_ms"] * n
+    assert timing.config.MIN_TIMING_BLOCKS <= n <= 7 and total >= 200
+    assert n == timing.config.MIN_TIMING_BLOCKS or total - result["runtime"]["max_ms"] < 200  # stopped once it was in
+
+
+def test_a_fast_kernels_window_keeps_its_calls(module, monkeypatch):
+    """Calls far shorter than a block: ten pairs a block, every warm-up pair, MIN_TIMED_CALLS at least."""
+    monkeypatch.setattr(timing.config, "TIMING_STABLE_SPREAD", 10.0)
+    monkeypatch.setattr(timing.config, "TIMING_BLOCK_MS", 20.0)
+    candidate, eager = sleeping_sets(module, lambda: 0.0), sleeping_sets(module, lambda: 0.0)
+    result = timing.measure_interleaved(candidate, eager, "cpu", atol=1e-4, rtol=1e-4, warmup_calls=10,
+                                        timed_calls=100, budget_s=60)  # fmt: skip
+    assert "blocks of 10 pairs" in result["timing_method"] and "and 10 in it" in result["timing_method"]
+    assert result["runtime"]["n"] == 10 * timing.config.MIN_TIMING_BLOCKS
+
+
+def test_calls_per_block_fill_the_block_time():
+    assert timing.calls_per_block(0.1, 10) == 10 and timing.calls_per_block(5.0, 10) == 4
+    assert timing.calls_per_block(70.0, 10) == 1 and timing.calls_per_block(0.0, 10) == 10
 
 
 def test_budget_stops_after_the_minimum(module):
