@@ -15,13 +15,14 @@ buffers held, so each arena's inputs, outputs and flush buffer lie elsewhere in 
 process's speed belongs to the process or to where its memory happens to be.
 
     python benchmarks/probe_eager_variation.py [--tasks 1/2,1/10] [--processes 6] [--calls 100] [--placements K]
-                                               [--arenas N] [--out F.json]
+                                               [--arenas N] [--launch-hidden] [--pin] [--out F.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -72,6 +73,43 @@ def measure_once(module, seeds: list[int], calls: int, keep: list) -> dict:
     keep.append((sets, timer))  # held: the next measurement gets new memory, not these blocks again
     return {"median_ms": statistics.median(samples), "min_ms": min(samples), "kernels": kernels,
             "gpu_before": before, "gpu_after": after, "input_offsets_in_2mib": pointers}  # fmt: skip
+
+
+def measure_launch_hidden(module, seeds: list[int], calls: int) -> dict:
+    """Eager timed as `timing.CallTimer` does, but with the GPU kept busy (`torch.cuda._sleep`, about 1 ms) while
+    the host launches the call: the start event then fires when the GPU reaches the call, so the interval holds
+    the GPU's work and not the host's launch time. Also the host's own time to launch one call (no sync)."""
+    import time
+
+    import torch
+
+    from builder import config
+    from builder.verify.timing import CallTimer, build_input_sets
+
+    sets = build_input_sets(module, seeds, "cuda", lambda model, seed: model, with_reference=False)
+    timer = CallTimer(sets, "cuda", atol=1.0, rtol=1.0)
+    gpu_ms, launch_ms = [], []
+    with torch.no_grad():
+        for index in range(config.WARMUP_CALLS + calls):
+            live = timer.live
+            for buffer, value in zip(live, sets[index % len(sets)].inputs, strict=True):
+                if isinstance(buffer, torch.Tensor):
+                    buffer.copy_(value)
+            timer.flush.fill_(index % 7)
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda._sleep(2_000_000)
+            start.record()
+            began = time.perf_counter()
+            sets[index % len(sets)].call(*live)
+            launched = time.perf_counter()
+            torch.cuda.synchronize()
+            end.record()
+            end.synchronize()
+            if index >= config.WARMUP_CALLS:
+                gpu_ms.append(start.elapsed_time(end))
+                launch_ms.append((launched - began) * 1e3)
+    return {"median_ms": statistics.median(gpu_ms), "launch_median_ms": statistics.median(launch_ms)}
 
 
 def measure_placed(module, seeds: list[int], calls: int, placements: int, keep: list | None = None) -> list[dict]:
@@ -130,7 +168,7 @@ def measure_arenas(module, seeds: list[int], calls: int, placements: int, arenas
     return results
 
 
-def child(task_spec: str, calls: int, placements: int = 0, arenas: int = 1) -> None:
+def child(task_spec: str, calls: int, placements: int = 0, arenas: int = 1, launch_hidden: bool = False) -> None:
     """One fresh process: the task's eager, measured on two sets of allocations (and at random places)."""
     import torch
 
@@ -142,9 +180,11 @@ def child(task_spec: str, calls: int, placements: int = 0, arenas: int = 1) -> N
     held: list = []
     first = measure_once(module, seeds, calls, held)
     second = measure_once(module, seeds, calls, held)
+    hidden = measure_launch_hidden(module, seeds, calls) if launch_hidden else None
     arena_runs = measure_arenas(module, seeds, max(calls // 3, 10), placements, arenas) if placements else []
     placed = arena_runs[0] if arena_runs else []
-    print(json.dumps({"task": task_spec, "first": first, "second": second, "placed": placed, "arenas": arena_runs}))
+    print(json.dumps({"task": task_spec, "first": first, "second": second, "placed": placed, "arenas": arena_runs,
+                      "launch_hidden": hidden, "cpus": sorted(os.sched_getaffinity(0))}))  # fmt: skip
 
 
 def summarise(task: str, runs: list[dict]) -> dict:
@@ -162,8 +202,24 @@ def summarise(task: str, runs: list[dict]) -> dict:
         "within_process_max_rel_diff": max(within),
         "kernel_sets": {names: {"n": len(ms), "median_ms": statistics.median(ms)} for names, ms in by_kernels.items()},
         **_placement_summary(runs),
+        **_launch_summary(runs),
         "sm_mhz": sorted({(run[w]["gpu_after"] or {}).get("sm_mhz") for run in runs for w in ("first", "second")}),
     }
+
+
+def _launch_summary(runs: list[dict]) -> dict:
+    """Per process (and its CPUs): eager as windows time it, with the host's launch hidden, and the launch alone."""
+    hidden = [
+        (run["first"]["median_ms"], run["launch_hidden"], run.get("cpus")) for run in runs if run.get("launch_hidden")
+    ]
+    if not hidden:
+        return {}
+    gpu = [h["median_ms"] for _, h, _ in hidden]
+    return {
+        "per_process_window_vs_hidden_vs_launch_ms": [[round(w, 4), round(h["median_ms"], 4),
+                                                       round(h["launch_median_ms"], 4), cpus] for w, h, cpus in hidden],
+        "launch_hidden_between_processes_max_over_min": max(gpu) / min(gpu),
+    }  # fmt: skip
 
 
 def _placement_summary(runs: list[dict]) -> dict:
@@ -199,18 +255,28 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--placements", type=int, default=0)
     parser.add_argument("--arenas", type=int, default=1)
+    parser.add_argument(
+        "--launch-hidden",
+        action="store_true",
+        help="also time eager with the host's launch hidden behind a GPU sleep, and the launch alone",
+    )
+    parser.add_argument("--pin", action="store_true", help="process i runs on CPU i (mod the CPUs): placement by core")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.calls, args.placements, args.arenas)
+        child(args.child, args.calls, args.placements, args.arenas, args.launch_hidden)
         return 0
     report = {"runs": {}, "summary": []}
     for task in args.tasks.split(","):
         runs = []
-        for _ in range(args.processes):
+        cpus = sorted(os.sched_getaffinity(0))
+        for index in range(args.processes):
             argv = [sys.executable, __file__, "--child", task, "--calls", str(args.calls),
                     "--placements", str(args.placements), "--arenas", str(args.arenas)]  # fmt: skip
+            argv += ["--launch-hidden"] if args.launch_hidden else []
+            if args.pin:
+                argv = ["taskset", "-c", str(cpus[index * 2 % len(cpus)]), *argv]  # every other CPU: other cores
             done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
             if done.returncode != 0:
                 print(f"{task}: a process failed: {done.stderr.strip()[-500:]}", file=sys.stderr)
