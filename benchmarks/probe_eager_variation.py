@@ -78,7 +78,8 @@ def measure_once(module, seeds: list[int], calls: int, keep: list) -> dict:
 def measure_launch_hidden(module, seeds: list[int], calls: int) -> dict:
     """Eager timed as `timing.CallTimer` does, but with the GPU kept busy (`torch.cuda._sleep`, about 1 ms) while
     the host launches the call: the start event then fires when the GPU reaches the call, so the interval holds
-    the GPU's work and not the host's launch time. Also the host's own time to launch one call (no sync)."""
+    the GPU's work and not the host's launch time (`median_ms`); the same with the end event recorded on the stream
+    before the host syncs (`stream_median_ms`: no host wake-up inside); and the host's time to launch one call."""
     import time
 
     import torch
@@ -88,28 +89,36 @@ def measure_launch_hidden(module, seeds: list[int], calls: int) -> dict:
 
     sets = build_input_sets(module, seeds, "cuda", lambda model, seed: model, with_reference=False)
     timer = CallTimer(sets, "cuda", atol=1.0, rtol=1.0)
-    gpu_ms, launch_ms = [], []
+
+    def one(index: int, end_on_stream: bool) -> tuple[float, float]:
+        for buffer, value in zip(timer.live, sets[index % len(sets)].inputs, strict=True):
+            if isinstance(buffer, torch.Tensor):
+                buffer.copy_(value)
+        timer.flush.fill_(index % 7)
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(2_000_000)
+        start.record()
+        began = time.perf_counter()
+        sets[index % len(sets)].call(*timer.live)
+        launched = time.perf_counter()
+        if not end_on_stream:
+            torch.cuda.synchronize()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end), (launched - began) * 1e3
+
+    hidden, launch_ms, stream_ms = [], [], []
     with torch.no_grad():
         for index in range(config.WARMUP_CALLS + calls):
-            live = timer.live
-            for buffer, value in zip(live, sets[index % len(sets)].inputs, strict=True):
-                if isinstance(buffer, torch.Tensor):
-                    buffer.copy_(value)
-            timer.flush.fill_(index % 7)
-            torch.cuda.synchronize()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda._sleep(2_000_000)
-            start.record()
-            began = time.perf_counter()
-            sets[index % len(sets)].call(*live)
-            launched = time.perf_counter()
-            torch.cuda.synchronize()
-            end.record()
-            end.synchronize()
+            gpu, launch = one(index, end_on_stream=False)
+            on_stream, _ = one(index, end_on_stream=True)
             if index >= config.WARMUP_CALLS:
-                gpu_ms.append(start.elapsed_time(end))
-                launch_ms.append((launched - began) * 1e3)
-    return {"median_ms": statistics.median(gpu_ms), "launch_median_ms": statistics.median(launch_ms)}
+                hidden.append(gpu)
+                launch_ms.append(launch)
+                stream_ms.append(on_stream)
+    return {"median_ms": statistics.median(hidden), "launch_median_ms": statistics.median(launch_ms),
+            "stream_median_ms": statistics.median(stream_ms)}  # fmt: skip
 
 
 def measure_placed(module, seeds: list[int], calls: int, placements: int, keep: list | None = None) -> list[dict]:
@@ -216,9 +225,12 @@ def _launch_summary(runs: list[dict]) -> dict:
         return {}
     gpu = [h["median_ms"] for _, h, _ in hidden]
     return {
-        "per_process_window_vs_hidden_vs_launch_ms": [[round(w, 4), round(h["median_ms"], 4),
-                                                       round(h["launch_median_ms"], 4), cpus] for w, h, cpus in hidden],
+        "per_process_window_vs_hidden_vs_stream_vs_launch_ms": [
+            [round(w, 4), round(h["median_ms"], 4), round(h["stream_median_ms"], 4), round(h["launch_median_ms"], 4),
+             cpus] for w, h, cpus in hidden],
         "launch_hidden_between_processes_max_over_min": max(gpu) / min(gpu),
+        "stream_between_processes_max_over_min": max(h["stream_median_ms"] for _, h, _ in hidden)
+        / min(h["stream_median_ms"] for _, h, _ in hidden),
     }  # fmt: skip
 
 
