@@ -55,11 +55,10 @@ TIMING_BLOCK_MS = 20.0  # kernel is a steady block of its own, where ten cost th
 # A window ends early, after MIN_TIMING_BLOCKS, once the per-block eager/candidate ratios and the candidate's
 # per-block medians each vary by at most this (IQR / median): further blocks would not move the figures.
 TIMING_STABLE_SPREAD = 0.02
-# Opens the timing_method clause that says a window ended once settled: an outcome, not a change of method
-# (reverify compares methods without it).
-TIMING_SETTLED_CLAUSE = "stopped once"
+TIMING_SETTLED_CLAUSE = "stopped once"  # opens the clause saying a window settled: an outcome (reverify ignores it)
 EAGER_CROSSCHECK_TOLERANCE = 0.10  # in-window eager vs the clean process's: past this, re-measure the clean one
 L2_FLUSH_BYTES = 256 << 20  # larger than any Hopper L2 (50-60 MB)
+LAUNCH_SPIN_MIN_MS, LAUNCH_SPIN_MAX_MS = 0.05, 1.0  # the device spins 2x the host's launch before a timed call
 SUSPICIOUS_SPEEDUP = 10.0
 SIDE_STREAM_TOLERANCE = 0.5  # relative gap between event and synchronized host time that flags side_stream
 

@@ -1,8 +1,8 @@
 """The side-stream check (untrusted child side, CUDA): does a candidate's work run past the stream it was called
 on? The output half (with the checks) sees the output change after forward returned; the clock half sees events
 on the current stream miss time that a device-wide synchronize waits for, and compares clocks, so it runs once
-the device is the candidate's alone, just before its timing window. Timing is not fooled by such work either
-way: `timing.CallTimer` synchronises the whole device inside each measured interval."""
+the device is the candidate's alone, just before its timing window. `timing.CallTimer` times the current
+stream's work (the host's launch and wake-up stay out), so both halves flag such work as disqualifying."""
 
 from __future__ import annotations
 

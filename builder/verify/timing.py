@@ -1,7 +1,9 @@
 """Honest timing of a candidate (and of the baselines) inside the untrusted child.
 
-CUDA: an event pair on the current stream around each call with `torch.cuda.synchronize()` (device
-wide) inside the interval, so work hidden on other streams is timed too; the caches are flushed by
+CUDA: an event pair on the current stream around each call, started behind a device spin that covers the host's
+launch, so the interval is the device's work on the stream and not the host's launch or its wake-up from a
+synchronize (those differ by process and by load); the whole device is synchronised after each call, and work
+left running on another stream is the side-stream checks' (disqualifying); the caches are flushed by
 writing config.L2_FLUSH_BYTES before each call. CPU: `time.perf_counter` with the same structure and a
 cache-sized write before each call. Warm-up calls are excluded; the input sets rotate through the SAME
 buffers (contents copied in before each call), so a kernel that caches results by pointer or by call
@@ -63,14 +65,9 @@ def build_input_sets(task_module: Any, seeds: list[int], device: str, make_call,
 
 
 def _stats(samples_ms: list[float]) -> dict[str, Any]:
-    return {
-        "median_ms": statistics.median(samples_ms),
-        "mean_ms": statistics.fmean(samples_ms),
-        "std_ms": statistics.stdev(samples_ms) if len(samples_ms) > 1 else 0.0,
-        "min_ms": min(samples_ms),
-        "max_ms": max(samples_ms),
-        "n": len(samples_ms),
-    }
+    return {"median_ms": statistics.median(samples_ms), "mean_ms": statistics.fmean(samples_ms),
+            "std_ms": statistics.stdev(samples_ms) if len(samples_ms) > 1 else 0.0, "min_ms": min(samples_ms),
+            "max_ms": max(samples_ms), "n": len(samples_ms)}  # fmt: skip
 
 
 def block_rule() -> str:
@@ -82,8 +79,9 @@ def block_rule() -> str:
 def describe_method(device: str, warmup_calls: int, n: int, n_sets: int, window_warmup_calls: int = 0) -> str:
     if device == "cuda":
         how = (
-            "CUDA events on the current stream around each call with torch.cuda.synchronize() inside the "
-            f"interval; {config.L2_FLUSH_BYTES >> 20} MiB L2 flush write before each call"
+            "CUDA events on the current stream around each call, the device spinning while the host launches it "
+            "(the host's launch and synchronize stay out of the interval), torch.cuda.synchronize() after each call; "
+            f"{config.L2_FLUSH_BYTES >> 20} MiB L2 flush write before each call"
         )
     else:
         how = f"time.perf_counter around each call; {config.CPU_CACHE_FLUSH_BYTES >> 20} MiB cache flush write before each call"
@@ -111,6 +109,8 @@ class CallTimer:
             self.flush = torch.empty(config.CPU_CACHE_FLUSH_BYTES // 4, dtype=torch.float32)
         self.calls = 0
         self.first_outputs: dict[str, Any] = {}
+        self.launch_ms: list[float] = []  # the host's time to launch each call (CUDA): what the spin must cover
+        self.spin_cycles_per_ms = _spin_rate() if device == "cuda" else 0.0
 
     def time_call(self) -> float:
         """One call on the next input set; its time in ms (TimingMismatch when its output is stale)."""
@@ -125,11 +125,16 @@ class CallTimer:
         if self.device == "cuda":
             torch.cuda.synchronize()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            # The device spins while the host launches: the interval is the stream's work, without the host's
+            # launch and wake-up (40-200 us, a process's own: eager differed 1.15-1.20x between processes with
+            # them inside, 1.002x without). Host work that reads the inputs waits for the spin, so it is timed.
+            torch.cuda._sleep(self.spin_cycles())
             start.record()
+            began = time.perf_counter()
             out = self.sets[index].call(*self.live)
-            torch.cuda.synchronize()
+            self.launch_ms.append((time.perf_counter() - began) * 1e3)
             end.record()
-            end.synchronize()
+            torch.cuda.synchronize()  # every stream's work is done before the next call
             elapsed_ms = start.elapsed_time(end)
         else:
             begin = time.perf_counter()
@@ -144,6 +149,28 @@ class CallTimer:
                 f"timed call {self.calls} (input set {index + 1}): {comparison.error} - results reused across calls?"
             )
         return elapsed_ms
+
+    def spin_cycles(self) -> int:
+        """The spin before a call: twice the host's recent launch time, within the config's bounds."""
+        recent = statistics.median(self.launch_ms[-5:]) if self.launch_ms else config.LAUNCH_SPIN_MAX_MS
+        spin_ms = min(max(2 * recent, config.LAUNCH_SPIN_MIN_MS), config.LAUNCH_SPIN_MAX_MS)
+        return int(spin_ms * self.spin_cycles_per_ms)
+
+
+def _spin_rate() -> float:
+    """Device clock cycles per ms of `torch.cuda._sleep`, measured (the SM clock, as the spin sees it)."""
+    import torch
+
+    cycles, rates = 1_000_000, []
+    torch.cuda._sleep(cycles)  # the first spin loads its kernel
+    for _ in range(3):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        rates.append(cycles / max(start.elapsed_time(end), 1e-3))
+    return statistics.median(rates)
 
 
 def measure(

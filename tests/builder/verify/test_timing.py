@@ -265,19 +265,31 @@ def test_candidate_exception_while_timing_propagates(module):
 
 
 @pytest.mark.gpu
-def test_cuda_timing_includes_side_stream_work(module):
-    """Work on a side stream is inside the measured interval (device-wide sync before the end event)."""
+def test_cuda_timing_leaves_the_hosts_launch_out(module):
+    """The host's time before its launch (here a 0.3 ms sleep) is hidden behind the device's spin: the interval
+    is the stream's work. Work left on another stream is the side-stream checks' (test_checks_gpu.py)."""
     task = load_task_module(describe_task_file(TASK))
-    side = torch.cuda.Stream()
 
-    def on_side_stream(x, weight, bias):
-        out = torch.empty_like(x)
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            torch.cuda._sleep(20_000_000)  # ~10 ms of GPU time nobody on the current stream waits for
-            torch.addcmul(bias, x, weight, out=out)
-        return out
+    def slow_host(x, weight, bias):
+        time.sleep(0.0003)
+        return torch.addcmul(bias, x, weight)
 
-    result = timing.time_candidate(FunctionalBinding(on_side_stream), task, dict(JOB, backend="cuda"), "cuda")
-    print(f"side-stream candidate timed at {result['runtime']['median_ms']:.3f} ms")
-    assert result["runtime"]["median_ms"] > 1.0
+    result = timing.time_candidate(FunctionalBinding(slow_host), task, dict(JOB, backend="cuda"), "cuda")
+    print(f"slow-host candidate timed at {result['runtime']['median_ms']:.4f} ms")
+    assert result["runtime"]["median_ms"] < 0.2
+
+
+@pytest.mark.gpu
+def test_cuda_timing_holds_host_work_that_reads_the_inputs(module):
+    """Host work cannot hide behind the spin when it needs the device's data: the copy to the host waits for
+    the spin, so the host's computation (here a 5 ms sleep besides it) falls inside the interval."""
+    task = load_task_module(describe_task_file(TASK))
+
+    def on_the_host(x, weight, bias):
+        host = torch.addcmul(bias.cpu(), x.cpu(), weight.cpu())
+        time.sleep(0.005)
+        return host.to(x.device)
+
+    result = timing.time_candidate(FunctionalBinding(on_the_host), task, dict(JOB, backend="cuda"), "cuda")
+    print(f"host-computing candidate timed at {result['runtime']['median_ms']:.3f} ms")
+    assert result["runtime"]["median_ms"] > 5.0
