@@ -254,10 +254,11 @@ COMPILE_WORKERS = max(1, (os.cpu_count() or 2) // 2)  # parallel compile childre
 # Candidates per shared build at most. On an H200 box a build cost 17-19 core-s plus about 2 per kernel, on one
 # core (the torch headers dominate), and a failed build is split by the compiler log's blame (batching.blame).
 # A stream's builds are no larger than an even share of the compile workers (all of them busy at once), and its
-# first builds ramp up from COMPILE_FIRST_BATCH_SIZE by COMPILE_RAMP_GROWTH (2, 3, 5, 8, ...): the device waits
-# for the first build to end, and a compile error in it costs a rebuild (docs/gpu-runs.md).
+# first builds ramp up from COMPILE_FIRST_BATCH_SIZE (4, 8, ...): the device waits for the first build to end.
+# Starting at one (1, 2, 4, ...) added two builds to the start's oversubscribed cores and did not bring the first
+# evaluation forward on an H200 box (docs/gpu-runs.md).
 COMPILE_BATCH_SIZE = 16
-COMPILE_FIRST_BATCH_SIZE, COMPILE_RAMP_GROWTH = 2, 1.5
+COMPILE_FIRST_BATCH_SIZE = 4
 EVAL_POOL_SIZE = 1  # pre-started evaluation processes per GPU worker, beyond the one running
 # Evaluation workers per device: their children start, load, run checks and get judged side by side; each
 # timing window owns the device (builder/verify/device_gate.py). One on the CPU backend, whose checks would

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import math
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -231,15 +230,13 @@ def blame(failed: CompileResult, source: str) -> set[int]:
 BuildFn = Callable[[str, str], CompileResult]  # (source, language) -> CompileResult
 
 
-def batch_sizes(count: int, largest: int, workers: int = 1, first: int | None = None,
-                growth: float = config.COMPILE_RAMP_GROWTH) -> list[int]:  # fmt: skip
+def batch_sizes(count: int, largest: int, workers: int = 1, first: int | None = None) -> list[int]:
     """The sizes of the shared builds that hold `count` candidates, in the order they are built.
 
     A build runs on one core and pays the torch headers once, then a little per kernel: no build holds more
     than `largest`, nor more than an even share of the `workers` (idle compile workers would leave the
     device waiting for the longest build). `first`, when given, starts a ramp (first, twice that, ...): the
-    device has nothing to do until the first build is done, and a small build is done soonest; each next size is
-    `growth` times the last (at least one more), so the first builds end one after another."""
+    device has nothing to do until the first build is done, and a small build is done soonest."""
     if count <= 0:
         return []
     cap = max(1, min(largest, -(-count // max(1, workers))))
@@ -247,7 +244,7 @@ def batch_sizes(count: int, largest: int, workers: int = 1, first: int | None = 
     sizes: list[int] = []
     while (left := count - sum(sizes)) > 0:
         sizes.append(min(size, left))
-        size = min(cap, max(size + 1, math.ceil(size * growth)))
+        size = min(cap, size * 2)
     return sizes
 
 

@@ -11,7 +11,6 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from pathlib import Path
 
 import pytest
@@ -154,24 +153,11 @@ def test_plan_keeps_unsafe_candidates_alone_with_a_reason():
     ],
 )
 def test_batch_sizes_share_the_workers_and_ramp_up_from_the_first(count, largest, workers, first, sizes):
-    assert batching.batch_sizes(count, largest, workers, first, growth=2) == sizes
+    assert batching.batch_sizes(count, largest, workers, first) == sizes
     assert sum(sizes) == count
 
 
-@pytest.mark.parametrize(
-    "count, first, growth, sizes",
-    [
-        (96, 2, 1.5, [2, 3, 5, 8, 12, 12, 12, 12, 12, 12, 6]),  # builds that end one after another
-        (96, 1, 1.2, [1, 2, 3, 4, 5, 6, 8, 10, 12, 12, 12, 12, 9]),  # at least one more each time
-    ],
-)
-def test_the_ramp_grows_by_its_factor(count, first, growth, sizes):
-    assert batching.batch_sizes(count, 16, 8, first, growth) == sizes
-    assert sum(sizes) == count
-
-
-def test_plan_cuts_each_language_by_the_sizes_in_order(monkeypatch):
-    monkeypatch.setattr(batching, "batch_sizes", partial(batching.batch_sizes, growth=2))  # 2, 4, ...
+def test_plan_cuts_each_language_by_the_sizes_in_order():
     sources = [(fixture("add_one.cpp"), "cpp")] * 6 + [("print(1)", "python")] + [(fixture("times_two.cpp"), "cpp")]
     batches, alone, _ = batching.plan_batches(sources, batch_size=4, workers=2, first_batch_size=2)
     assert [[index for index, _ in group] for group in batches] == [[0, 1], [2, 3, 4, 5]]  # sizes 2, 4, 1
@@ -275,7 +261,7 @@ def test_builds_start_in_the_candidates_order_the_first_alone_before_any_shared_
     with ThreadPoolExecutor(1) as executor:  # one worker: builds run in the order they were handed over
         results = batching.compile_many(sources, fake_build, batch_size=8, executor=executor, workers=2,
                                         first_batch_size=1)  # fmt: skip
-    assert started == [1, 2, 3, 1] and all(r.ok for r in results)  # the ramp 1, 2, 3, then the one left
+    assert started == [1, 2, 4] and all(r.ok for r in results)
     assert results[0].symbol_prefix == "" and results[1].symbol_prefix == "c1."
 
 

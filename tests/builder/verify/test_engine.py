@@ -11,7 +11,6 @@ import re
 import threading
 import time
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 
 import psutil
@@ -20,7 +19,7 @@ import pytest
 from builder import config
 from builder.candidates import Candidate
 from builder.tasks import load_suite
-from builder.verify import batching, verdict
+from builder.verify import verdict
 from builder.verify.compile import CompileResult
 from builder.verify.engine import BaselineCache, Verifier, VerifyOptions, evaluate_compiled, verify
 from builder.verify.pool import EvalPool, build_job, child_env, run_child
@@ -307,7 +306,6 @@ def test_a_streams_first_builds_ramp_up_and_later_ones_share_the_workers(task, o
 
     monkeypatch.setattr(Verifier, "_build", fake_build)
     monkeypatch.setattr(config, "COMPILE_FIRST_BATCH_SIZE", 2)
-    monkeypatch.setattr(batching, "batch_sizes", partial(batching.batch_sizes, growth=2))  # doubling: 2, 4, ...
     pairs = [(Candidate(task_id=task.id, source=f"{kernel}// kernel {i}\n", language="cpp", kernel_name=f"k{i}"), task)
              for i in range(20)]  # fmt: skip
     records = list(Verifier(replace(options, batch_size=4, compile_workers=2)).stream(pairs))
