@@ -2,7 +2,8 @@
 on? The output half (with the checks) sees the output change after forward returned; the clock half sees events
 on the current stream miss time that a device-wide synchronize waits for, and compares clocks, so it runs once
 the device is the candidate's alone, just before its timing window. `timing.CallTimer` times the current
-stream's work (the host's launch and wake-up stay out), so both halves flag such work as disqualifying."""
+stream's work only (the host's launch and wake-up stay out), so such work falls outside its intervals: these
+two halves are what disqualify it."""
 
 from __future__ import annotations
 

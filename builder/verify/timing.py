@@ -14,6 +14,7 @@ the set must agree with that first one. Baselines run in a clean child and check
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import statistics
@@ -70,8 +71,7 @@ def _stats(samples_ms: list[float]) -> dict[str, Any]:
             "max_ms": max(samples_ms), "n": len(samples_ms)}  # fmt: skip
 
 
-def block_rule() -> str:
-    """How a block's size and the least timed work were chosen, for `timing_method`."""
+def block_rule() -> str:  # how a block's size and the least timed work were chosen, for `timing_method`
     return (f" (as many as fill {config.TIMING_BLOCK_MS:g} ms, from the warm-up's median; at least "
             f"{config.MIN_TIMED_CALLS} timed calls or {config.MIN_TIMED_MS:g} ms of them)")  # fmt: skip
 
@@ -125,9 +125,8 @@ class CallTimer:
         if self.device == "cuda":
             torch.cuda.synchronize()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            # The device spins while the host launches: the interval is the stream's work, without the host's
-            # launch and wake-up (40-200 us, a process's own: eager differed 1.15-1.20x between processes with
-            # them inside, 1.002x without). Host work that reads the inputs waits for the spin, so it is timed.
+            # The device spins while the host launches: the stream's work, without the host's launch and wake-up
+            # (eager: 1.15-1.20x between processes with them, 1.002x without); host work reading inputs is timed.
             torch.cuda._sleep(self.spin_cycles())
             start.record()
             began = time.perf_counter()
@@ -157,8 +156,9 @@ class CallTimer:
         return int(spin_ms * self.spin_cycles_per_ms)
 
 
+@functools.cache
 def _spin_rate() -> float:
-    """Device clock cycles per ms of `torch.cuda._sleep`, measured (the SM clock, as the spin sees it)."""
+    """Device clock cycles per ms of `torch.cuda._sleep`, measured once per process."""
     import torch
 
     cycles, rates = 1_000_000, []
