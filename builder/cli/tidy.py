@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -14,6 +15,12 @@ def tidy(
         max(1, os.cpu_count() or 1), "--workers", help="clang-tidy processes at a time (each ~25 CPU s per kernel)."
     ),
     redo: bool = typer.Option(False, "--redo", help="Analyse every record again, not only those never analysed."),
+    reuse: Optional[Path] = typer.Option(
+        None,
+        "--reuse",
+        help="An exported dataset whose identical analyses (same source, architecture, clang-tidy version and "
+        "checks) are taken rather than repeated.",
+    ),
 ) -> None:
     """Fill in clang-tidy for records built where it was not installed (e.g. on a GPU box).
 
@@ -32,9 +39,12 @@ def tidy(
     columns = (TextColumn("clang-tidy"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, transient=True) as progress:
         bar = progress.add_task("tidy", total=total)
-        summary = tidy_pass.run(build_dir, workers=workers, redo=redo, on_done=lambda *_: progress.advance(bar))
+        summary = tidy_pass.run(
+            build_dir, workers=workers, redo=redo, on_done=lambda *_: progress.advance(bar), reuse_from=reuse
+        )
+    reused = f" ({summary.reused} taken from {reuse})" if reuse is not None else ""
     typer.echo(
-        f"{build_dir}: clang-tidy on {summary.updated} record(s): {summary.warnings} warning(s) in all, "
+        f"{build_dir}: clang-tidy on {summary.updated} record(s){reused}: {summary.warnings} warning(s) in all, "
         f"{summary.failed} not analysable; run `kernel-archive export {build_dir} --out DATASET_DIR` to publish them"
     )
     for line in summary.errors[:10]:

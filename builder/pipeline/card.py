@@ -37,9 +37,10 @@ class CardFacts:
     claims: Counter = field(default_factory=Counter)  # (claimed_correct, status) for imported records
     generators: Counter = field(default_factory=Counter)
     build_runs: int = 0
+    records_kept: int = 0  # records an export merged in from the dataset's earlier builds
 
 
-def collect_facts(records: pa.Table, builds: list[dict[str, Any]], license_id: str) -> CardFacts:
+def collect_facts(records: pa.Table, builds: list[dict[str, Any]], license_id: str, kept: int = 0) -> CardFacts:
     col = {
         name: records.column(name).to_pylist()
         for name in (
@@ -57,7 +58,7 @@ def collect_facts(records: pa.Table, builds: list[dict[str, Any]], license_id: s
             *SOFTWARE_FIELDS,
         )
     }
-    facts = CardFacts(license_id=license_id, total=records.num_rows, build_runs=len(builds))
+    facts = CardFacts(license_id=license_id, total=records.num_rows, build_runs=len(builds), records_kept=kept)
     facts.by_level_status.update(zip(col["level"], col["status"], strict=True))
     for flags in records.column("flags").to_pylist():
         facts.flags.update(flags or [])
@@ -72,6 +73,12 @@ def collect_facts(records: pa.Table, builds: list[dict[str, Any]], license_id: s
         if generator == "import" and claimed is not None:
             facts.claims[(bool(claimed), status)] += 1
     return facts
+
+
+def _kept_clause(kept: int) -> str:
+    if not kept:
+        return ""
+    return f", plus {kept} record(s) kept from earlier builds of this dataset (each names its builder version)"
 
 
 def _front_matter(facts: CardFacts, configs: dict[str, dict[str, dict[str, Any]]]) -> str:
@@ -138,7 +145,8 @@ def render_card(facts: CardFacts, configs: dict[str, dict[str, dict[str, Any]]])
         "# Verified kernel archive\n",
         f"{facts.total} GPU/CPU kernels for PyTorch tasks, each compiled and verified in a sandbox against the "
         "PyTorch reference, correct **and** failed, with error text, timings, profiles and provenance. "
-        f"Built by verified-kernel-archive over {facts.build_runs} build run(s); generators: {_counter_line(facts.generators)}.\n",
+        f"Built by verified-kernel-archive over {facts.build_runs} build run(s){_kept_clause(facts.records_kept)}; "
+        f"generators: {_counter_line(facts.generators)}.\n",
         "## Configs and how to load them\n",
         _table(["config", "contents", "splits (rows)"], config_rows),
         "",

@@ -12,6 +12,11 @@ Re-export never loses what `kernel-archive embed` added to the dataset dir: its 
 (config.DATASET_ENRICHMENT_FIELDS) are carried over by (task_id, kernel_id) where the build has none.
 Everything is written to a staging folder first and swapped in at the end, so a failed export leaves the
 previous dataset intact.
+
+`merge` adds a build to a dataset rather than replacing it: the dataset's records whose key the build lacks
+are kept as they are (each record names its own builder version, timing method and build time), and the
+build's record wins where both hold a key. So an archive built in parts, on several boxes or over several
+days, is one dataset, and a rebuilt part replaces just its own records.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ class ExportResult:
     # config -> split -> {"rows": n, "files": [relative paths]}
     configs: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     enrichment_carried: int = 0
+    records_kept: int = 0  # with `merge`: the dataset's records the build did not replace
 
 
 def read_build_records(store: Store, previous: Path | None) -> tuple[pa.Table, int]:
@@ -73,6 +79,22 @@ def read_build_records(store: Store, previous: Path | None) -> tuple[pa.Table, i
     table = store.con.sql(query).to_arrow_table()
     carried = store.con.execute(f"SELECT {carried_sql} FROM records r{join}").fetchall()[0][0] if join else 0
     return table.cast(kernel_record_schema()), carried
+
+
+def kept_previous_records(build_records: pa.Table, out_dir: Path) -> pa.Table | None:
+    """The previous export's records whose (task_id, kernel_id) the build lacks, in the record schema."""
+    files = _previous_default_files(out_dir)
+    if not files:
+        return None
+    import pyarrow.dataset as ds
+
+    previous = ds.dataset([str(f) for f in files], format="parquet", schema=kernel_record_schema()).to_table()
+
+    def keys(table: pa.Table) -> list[tuple[str, str]]:
+        return list(zip(table["task_id"].to_pylist(), table["kernel_id"].to_pylist(), strict=True))
+
+    built = set(keys(build_records))
+    return previous.filter(pa.array([key not in built for key in keys(previous)], pa.bool_()))
 
 
 def _previous_default_files(out_dir: Path) -> list[Path]:
@@ -104,7 +126,9 @@ def split_by_level(table: pa.Table) -> dict[str, pa.Table]:
     return {f"level_{level}": table.filter(pc.equal(table.column("level"), level)) for level in levels}
 
 
-def export_dataset(build_dir: Path, out_dir: Path, license_id: str = config.DEFAULT_LICENSE) -> ExportResult:
+def export_dataset(
+    build_dir: Path, out_dir: Path, license_id: str = config.DEFAULT_LICENSE, merge: bool = False
+) -> ExportResult:
     from builder.pipeline.card import CardFacts, collect_facts, render_card
 
     build_dir, out_dir = Path(build_dir), Path(out_dir)
@@ -117,10 +141,19 @@ def export_dataset(build_dir: Path, out_dir: Path, license_id: str = config.DEFA
         builds = store.builds()
     if records.num_rows == 0:
         raise UsageError(f"{build_dir}: no records to export yet (run `kernel-archive build` first)")
+    kept = kept_previous_records(records, out_dir) if merge and out_dir.is_dir() else None
+    if kept is not None and kept.num_rows:
+        order = [("level", "ascending"), ("task_number", "ascending"), ("task_id", "ascending")]
+        records = pa.concat_tables([records, kept]).sort_by([*order, ("kernel_id", "ascending")])
     template = load_instruction()
     out_dir.mkdir(parents=True, exist_ok=True)
     staging = out_dir / f".staging-{uuid.uuid4().hex[:8]}"
-    result = ExportResult(out_dir=out_dir, record_count=records.num_rows, enrichment_carried=carried)
+    result = ExportResult(
+        out_dir=out_dir,
+        record_count=records.num_rows,
+        enrichment_carried=carried,
+        records_kept=kept.num_rows if kept is not None else 0,
+    )
     try:
         by_level = split_by_level(records)
         tables: dict[str, dict[str, pa.Table]] = {
@@ -139,7 +172,7 @@ def export_dataset(build_dir: Path, out_dir: Path, license_id: str = config.DEFA
                 written[split] = {"rows": table.num_rows, "files": [f"{folder}/{name}" for name in files]}
             if written:
                 result.configs[config_name] = written
-        facts: CardFacts = collect_facts(records, builds, license_id)
+        facts: CardFacts = collect_facts(records, builds, license_id, kept=result.records_kept)
         (staging / "README.md").write_text(render_card(facts, result.configs))
         (staging / config.EXPORT_INFO_NAME).write_text(
             json.dumps(_export_info(build_dir, result, license_id), indent=1)
@@ -164,6 +197,7 @@ def _export_info(build_dir: Path, result: ExportResult, license_id: str) -> dict
         "key": ["task_id", "kernel_id"],
         "enrichment_fields": list(config.DATASET_ENRICHMENT_FIELDS),
         "enrichment_carried": result.enrichment_carried,
+        "records_kept": result.records_kept,
         "configs": result.configs,
     }
 

@@ -152,3 +152,33 @@ def test_export_errors(tmp_path, fake_build):
     assert done.returncode == 2 and done.stderr.startswith("error: ") and len(done.stderr.strip().splitlines()) == 1
     with pytest.raises(UsageError, match="differ"):
         export_dataset(fake_build, fake_build)
+
+
+def test_merge_keeps_the_records_a_partial_rebuild_lacks_and_replaces_the_rest(tmp_path):
+    earlier = synthetic_build(tmp_path / "a", 6)
+    export_dataset(earlier, tmp_path / "ds")
+    first = pq.read_table(tmp_path / "ds" / "data")
+    # A rebuild of two of the six kernels (new runtimes) and one kernel the dataset never had.
+    rebuilt = first.slice(0, 2).set_column(
+        first.schema.get_field_index("runtime_ms"), "runtime_ms", pa.array([123.0, 456.0], pa.float64())
+    )
+    extra = synthetic_records(1, tasks=1).set_column(
+        first.schema.get_field_index("kernel_id"), "kernel_id", pa.array(["brand-new"])
+    )
+    with Store.open(tmp_path / "b") as store:
+        store.insert_arrow(pa.concat_tables([rebuilt, extra.cast(rebuilt.schema)]))
+    done = run_cli("export", tmp_path / "b", "--out", tmp_path / "ds", "--merge")
+    assert done.returncode == 0 and "kept 4 record(s)" in done.stdout
+    merged = {(r["task_id"], r["kernel_id"]): r for r in pq.read_table(tmp_path / "ds" / "data").to_pylist()}
+    before = {(r["task_id"], r["kernel_id"]): r for r in first.to_pylist()}
+    assert set(merged) == set(before) | {(extra["task_id"][0].as_py(), "brand-new")}
+    rebuilt_keys = list(before)[:2]
+    assert [merged[key]["runtime_ms"] for key in rebuilt_keys] == [123.0, 456.0]
+    assert all(merged[key] == before[key] for key in list(before)[2:])
+    info = json.loads((tmp_path / "ds" / config.EXPORT_INFO_NAME).read_text())
+    assert info["record_count"] == 7 and info["records_kept"] == 4
+    assert "7 GPU/CPU kernels" in (tmp_path / "ds" / "README.md").read_text()
+    assert "plus 4 record(s) kept from earlier builds" in (tmp_path / "ds" / "README.md").read_text()
+    # Without --merge the export is the build's records alone.
+    export_dataset(tmp_path / "b", tmp_path / "ds")
+    assert pq.read_table(tmp_path / "ds" / "data").num_rows == 3

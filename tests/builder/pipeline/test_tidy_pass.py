@@ -86,3 +86,50 @@ def test_update_fields_refuses_identity_and_unknown_columns(build_dir):
             store.update_fields("1/1", "needs", {"kernel_id": "x"})
         with pytest.raises(ValueError, match="not record fields"):
             store.update_fields("1/1", "needs", {"nonsense": 1})
+
+
+def write_export(folder, rows):
+    """A dataset folder with the columns `--reuse` reads (an export's default config has them all)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (folder / "data").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(rows), folder / "data" / "level_1-00000-of-00001.parquet")
+    return folder
+
+
+@needs_clang_tidy
+def test_reuse_takes_identical_analyses_and_analyses_the_rest(build_dir, tmp_path):
+    from builder import config
+    from builder.profile.clang_tidy import clang_tidy_version
+
+    def analysis(version, warnings):
+        return json.dumps(
+            {"tool": "clang-tidy", "version": version, "arch": None, "checks": config.CLANG_TIDY_CHECKS,
+             "warnings": warnings, "diagnostics": [{"check": "taken-from-the-export", "line": 1}]}
+        )  # fmt: skip
+
+    def row(source, text, warnings):
+        return {"language": "cpp", "cuda_code": source, "compute_capability": "9.0", "clang_tidy": text,
+                "clang_tidy_warnings": warnings}  # fmt: skip
+
+    dataset = write_export(
+        tmp_path / "export",
+        [
+            row(CPP_WITH_FINDING, analysis(clang_tidy_version(), 7), 7),  # same source, same tool: reused
+            row("int ok() { return 0; }\n", analysis("0.0.1", 5), 5),  # another clang-tidy: analysed again
+            row("int g();\n", json.dumps({"error": "clang-tidy timed out after 300 s"}), None),
+        ],
+    )
+    summary = tidy_pass.run(build_dir, workers=1, reuse_from=dataset)
+    assert (summary.pending, summary.updated, summary.reused, summary.failed) == (2, 2, 1, 0)
+    assert stored(build_dir, "needs") == (analysis(clang_tidy_version(), 7), 7)
+    text, warnings = stored(build_dir, "never")
+    assert json.loads(text)["version"] == clang_tidy_version() and warnings == 0
+    assert "taken-from-the-export" not in text
+
+
+@needs_clang_tidy
+def test_reuse_from_a_folder_without_records_is_one_line_exit_2(build_dir, tmp_path):
+    done = run_cli("tidy", build_dir, "--reuse", tmp_path / "empty")
+    assert done.returncode == 2 and done.stderr.startswith("error: ") and len(done.stderr.strip().splitlines()) == 1
