@@ -276,7 +276,9 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - the candidate raised while being timed
         result.update(status="runtime_error", error=f"while timing: {exception_text(exc)}", error_origin="candidate")
         return result
-    _say_timed(job)
+    # The timed calls are over and synchronised: the parent may give the device to the next window while this
+    # process writes files and exits (it is stopped, as every member, while another owns the device).
+    _say(job, "timed_path", "timed")
     if "error" in timed:  # outputs went stale across calls: a cached result
         result.update(status="incorrect", error=timed["error"])
         return result
@@ -286,12 +288,6 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
     result.update(timed)
     phases.done("write_timed_outputs_and_fingerprint")
     return result
-
-
-def _say_timed(job: dict[str, Any]) -> None:
-    """The timed calls are over and synchronised: the parent may give the device to the next window while this
-    process writes files and exits (it is stopped, as every member, while another owns the device)."""
-    _say(job, "timed_path", "timed")
 
 
 def _say(job: dict[str, Any], key: str, word: str) -> None:
@@ -306,6 +302,7 @@ def run_ncu(job: dict[str, Any]) -> dict[str, Any]:
     from builder import config
     from builder.tasks import instantiate
     from builder.verify.checks import trial_seeds
+    from builder.verify.compare import sync
 
     task_module = _load_task(job)
     binding = _load_binding(job)
@@ -315,13 +312,13 @@ def run_ncu(job: dict[str, Any]) -> dict[str, Any]:
         model, inputs = instantiate(task_module, seed, device)
         call = binding.bind(model, task_module, seed, device).call
         call(*inputs)  # warm-up outside the range: lazy module loading, first-call allocations
-        if device == "cuda":
-            torch.cuda.synchronize()
+        sync(device)
+        await_turn(job, "go_path")  # only the profiled range owns the device
         for _ in range(config.NCU_PROFILED_CALLS):
             with torch.cuda.nvtx.range(config.NVTX_CANDIDATE_RANGE):
                 call(*inputs)
-        if device == "cuda":
-            torch.cuda.synchronize()
+        sync(device)
+    _say(job, "turn_done_path", "done")
     return {"status": "correct", "flags": [], "error": None, "profiled_calls": config.NCU_PROFILED_CALLS}
 
 

@@ -164,10 +164,14 @@ class DeviceGate:
             self.stats.pauses += len(self._paused)
             return True
 
-    def release_exclusive(self, holder: object) -> None:
+    def release_exclusive(self, holder: object, then_member: Pausable | None = None) -> None:
+        """`then_member` becomes a member as the hold ends, atomically: a process that is done with the device
+        but not yet gone (writing its report, exiting) is stopped through the next window like any other."""
         with self._cond:
             if self._owner is not holder:
                 return
+            if then_member is not None:
+                self._members.add(then_member)
             held = time.monotonic() - self._owned_since
             self.stats.owned_s += held
             self.stats.owned_count += 1
@@ -204,20 +208,26 @@ class Exclusive:
 
 
 class DeviceTurn(threading.Thread):
-    """A trusted child's turn on the device: once it writes `ready` (its set-up done), hold the device (owned,
+    """A child's turn on the device: once it writes `ready` (its set-up done), hold the device (owned,
     or shared when `exclusive` is False) and write `go`; `finish` gives it back. The child's clock stands still
     while it waits for its turn.
 
     `member_while_setting_up`: the child's set-up uses the device outside any hold (a baseline builds its
     models and runs torch.compile's first calls, seconds of CPU work with device work inside), so it is a
     member until it is ready: stopped, as a candidate's child is, while another owns the device. Its queued
-    device work at that moment (bounded by its next synchronisation) falls in the window's untimed warm-up."""
+    device work at that moment (bounded by its next synchronisation) falls in the window's untimed warm-up.
+
+    `done`: an exclusive turn ends when the child writes this word (its device work synchronised) rather than
+    when it exits; from then on it is a member again until `finish`. Nsight Compute's child says so once its
+    profiled range is over: ncu's report and the process's exit take seconds the device need not wait for."""
 
     def __init__(self, gate: DeviceGate, ready: Path, go: Path, purpose: str, exclusive: bool = True,
-                 member_while_setting_up: bool = False) -> None:  # fmt: skip
+                 member_while_setting_up: bool = False, done: Path | None = None) -> None:  # fmt: skip
         super().__init__(daemon=True, name=f"ka-turn-{purpose}")
         self.gate, self.ready, self.go, self.purpose, self.exclusive = gate, ready, go, purpose, exclusive
         self.member_while_setting_up = member_while_setting_up
+        self.done_word = done if exclusive else None
+        self._member_again = False
         self.done = threading.Event()
         self.process: SandboxedProcess | None = None
         self._shared = False
@@ -245,13 +255,19 @@ class DeviceTurn(threading.Thread):
             self.process.release_clock()
         if holds:
             write_word(self.go, "time")
+        if holds and self.done_word is not None:
+            while not self.done_word.exists():
+                if self.done.wait(0.01):
+                    return
+            self._member_again = True
+            self.gate.release_exclusive(self, then_member=self.process)
 
     def finish(self) -> None:
         self.done.set()
         if self.ident is not None:
             self.join()
-        if self.member_while_setting_up and self.process is not None:
-            self.gate.leave(self.process)  # ended before it was ready
+        if (self.member_while_setting_up or self._member_again) and self.process is not None:
+            self.gate.leave(self.process)  # ended before it was ready, or after its turn
         if self._shared:
             self._shared = False
             self.gate.release_shared()

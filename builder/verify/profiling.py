@@ -15,8 +15,7 @@ from builder.candidates import Candidate
 from builder.tasks import Task
 from builder.verify import environment
 from builder.verify.compile import CompileResult
-from builder.verify.device_gate import Exclusive, device_gate
-from builder.verify.pool import build_job, run_child
+from builder.verify.pool import build_job, run_in_turn
 from schemas import KernelRecord
 
 if TYPE_CHECKING:
@@ -86,8 +85,12 @@ def _run_ncu(
         return {}
     report = scratch / "profile.ncu-rep"
     job = build_job(task, candidate, compiled, options, "ncu", scratch)
-    with Exclusive(device_gate(options.backend, options.device_index), "ncu"):  # replays disturb, and are disturbed
-        _, outcome = run_child(job, scratch, options, config.NCU_TIMEOUT_S, argv_prefix=ncu.ncu_argv(str(report)))
+    # The profiled range's replays disturb, and are disturbed: they own the device. The child's start-up under
+    # ncu, its set-up and first call run beside checks (stopped through others' windows); ncu writes its report
+    # after the turn.
+    _, outcome = run_in_turn(job, scratch, options, config.NCU_TIMEOUT_S, "ncu", exclusive=True,
+                             member_while_setting_up=True, ends_turn_itself=True,
+                             argv_prefix=ncu.ncu_argv(str(report)))  # fmt: skip
     return {
         "ncu_report_path": report,
         "ncu_timed_out": outcome.timed_out,

@@ -139,6 +139,11 @@ def test_engine_ncu_duration_vs_verifier_median():
     profile = json.loads(record.ncu_profile)
     print(f"\nstatus {record.status}; verify+profile {seconds:.1f} s; ncu: {str(profile)[:300]}")
     print(f"ncu_duration_ms {record.ncu_duration_ms} vs verifier median runtime_ms {record.runtime_ms}")
+    from builder.verify.device_gate import device_gate
+
+    owned = device_gate("cuda", 0).snapshot().by_purpose
+    print(f"device owned: {json.dumps({k: round(v, 2) for k, v in owned.items()})} s")
     assert record.status == "correct"
     assert "error" not in profile, profile
+    assert 0 < owned.get("ncu", 0.0) < seconds  # the ncu child's turn came (its range), and ended
     assert record.ncu_duration_ms > 0 and 0 <= record.ncu_occupancy_pct <= 100

@@ -295,3 +295,54 @@ def test_a_stopped_sandbox_stops_a_descendant_that_cleared_its_environment(tmp_p
         assert ticks.stat().st_size > stopped_at
     finally:
         child.kill()
+
+
+def test_a_turn_the_child_ends_itself_frees_the_device_and_stops_it_through_the_next_window(tmp_path):
+    """Nsight Compute's child: its turn ends when it says its device work is over, not when it exits (ncu's
+    report and the exit take seconds); from then on it is a member, stopped through another's window."""
+    ready, go, done, ticks = (tmp_path / name for name in ("ready", "go", "turn_done", "ticks"))
+    script = (f"import pathlib, time\npathlib.Path({str(ready)!r}).write_text('1')\n"
+              f"while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.01)\n"
+              f"pathlib.Path({str(done)!r}).write_text('done')\n"
+              f"for tick in range(30):\n"
+              f"    pathlib.Path({str(ticks)!r}).write_text(str(tick)); time.sleep(0.05)\n")  # fmt: skip
+    gate = DeviceGate()
+    turn = DeviceTurn(gate, ready, go, "ncu", exclusive=True, member_while_setting_up=True, done=done)
+    child = SandboxedProcess([sys.executable, "-c", script], tmp_path / "scratch", gpu=False, isolation="process",
+                             extra_binds=[tmp_path])  # fmt: skip
+    turn.attach(child)
+    window = object()
+    deadline = time.monotonic() + 10
+    while not ticks.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert go.exists() and done.exists() and ticks.exists()  # its turn came and it said it was over
+    give_up = threading.Event()
+    threading.Timer(3.0, give_up.set).start()
+    assert gate.acquire_exclusive(window, abort=give_up)  # the device is free while the child still runs
+    try:
+        time.sleep(0.2)  # a stop in flight may let one more tick through
+        stopped_at = ticks.read_text()
+        time.sleep(0.6)
+        assert ticks.read_text() == stopped_at  # a member again: stopped through the window
+    finally:
+        gate.release_exclusive(window)
+    outcome = child.wait(timeout_s=10)
+    assert outcome.returncode == 0 and ticks.read_text() == "29"
+    turn.finish()
+    assert not gate._members and gate.stats.by_purpose["ncu"] < 2.0  # the turn lasted until its word, not the exit
+
+
+def test_a_turn_without_its_word_holds_the_device_until_finish(tmp_path):
+    """A child that never says its device work is over keeps its turn until it is gone (the timeout bounds it)."""
+    ready, go, done = tmp_path / "ready", tmp_path / "go", tmp_path / "turn_done"
+    script = (f"import pathlib, time\npathlib.Path({str(ready)!r}).write_text('1')\n"
+              f"while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.01)\ntime.sleep(0.5)\n")  # fmt: skip
+    gate = DeviceGate()
+    turn = DeviceTurn(gate, ready, go, "ncu", exclusive=True, done=done)
+    child = SandboxedProcess([sys.executable, "-c", script], tmp_path / "scratch", gpu=False, isolation="process",
+                             extra_binds=[tmp_path])  # fmt: skip
+    turn.attach(child)
+    assert child.wait(timeout_s=10).returncode == 0 and go.exists()
+    assert gate.owner() is turn  # still owned: the child never said it was done
+    turn.finish()
+    assert gate.owner() is None and not gate._members
