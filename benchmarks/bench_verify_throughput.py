@@ -9,7 +9,10 @@ takes tens of seconds here). Distinct kernels are made from the bundled corpus b
 variant comment (a new source is a new kernel: no compile-cache hits). Prints figures and the machine.
 
     python benchmarks/bench_verify_throughput.py [--kernels N] [--tasks N] [--backend cuda|cpu]
-                                                 [--eval-workers 1,4] [--skip startup,compile]
+                                                 [--eval-workers 1,4] [--skip startup,compile] [--profile]
+
+`--profile` verifies as `kernel-archive build` does on CUDA by default: with Nsight Compute, the torch profiler
+and clang-tidy (where installed) attached to each record.
 """
 
 from __future__ import annotations
@@ -282,6 +285,7 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
             f"{label}: GPU-busy s/kernel": busy / n, f"{label}: GPU-idle s/kernel": (wall - busy) / n,
             f"{label}: evaluation child wall s/kernel (mean)": statistics.mean(eval_s) if eval_s else float("nan"),
             f"{label}: timing windows s/kernel": owned.get("timing", 0.0) / n,
+            f"{label}: ncu turns s/kernel": owned.get("ncu", 0.0) / n,
             f"{label}: owners waiting (for checks or another owner) s/kernel":
                 (after.owner_wait_s - before.owner_wait_s) / n,
             f"{label}: device unowned while an owner waited for checks s/kernel": (after.drain_s - before.drain_s) / n,
@@ -306,6 +310,7 @@ def main() -> None:
                         help="evaluation workers per device to compare, e.g. 1,4 (default: the config's)")  # fmt: skip
     parser.add_argument("--skip", default="", help="stages to skip: startup,compile")
     parser.add_argument("--records", type=Path, default=None, help="append each run's records here, JSON lines")
+    parser.add_argument("--profile", action="store_true", help="profiles on (ncu, torch profiler, clang-tidy)")
     args = parser.parse_args()
     backend = args.backend or ("cuda" if environment.gpu_count() else "cpu")
     count = args.kernels or (96 if backend == "cuda" else 4)
@@ -325,9 +330,9 @@ def main() -> None:
     for workers in settings:
         work = Path(tempfile.mkdtemp(prefix="ka-bench-"))
         options = VerifyOptions(backend=backend, build_cache_dir=work / "builds", baseline_cache_dir=work / "baselines",
-                                trials=config.DEFAULT_TRIALS, eval_workers=workers)  # fmt: skip
+                                trials=config.DEFAULT_TRIALS, eval_workers=workers, profile=args.profile)  # fmt: skip
         pairs = corpus(backend, count, args.tasks)
-        label = f"eval workers/device {workers or 'default'}"
+        label = f"eval workers/device {workers or 'default'}{', profiles on' if args.profile else ''}"
         print(f"{label}: {count} kernels over {len({t.id for _, t in pairs})} tasks, compile workers "
               f"{options.compile_workers}, batch size {options.batch_size}", flush=True)  # fmt: skip
         show(measure_stream(pairs, options, label, args.records))
