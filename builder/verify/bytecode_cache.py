@@ -9,6 +9,11 @@ child the parent imports what children import, in a process of its own that runs
 read-only. Python checks a `.pyc` against its source's size and mtime at every import, so a stale one is never
 used, and a module the warm-up did not import is compiled by the child as before.
 
+The folder mirrors absolute source paths, so every new environment adds a tree of its own (~70 MB with torch).
+Before a warm-up compiles, the trees of source folders that no longer exist (a deleted virtual environment, an old
+checkout) are removed, with the other environments' completion markers: an environment still there compiles again
+at its next warm-up rather than trusting a marker whose tree may be gone.
+
 Under process isolation the folder is not offered: a child runs as the parent's user there and could write a
 `.pyc` that a later child (the clean reference's among them) would run.
 """
@@ -19,6 +24,7 @@ import hashlib
 import importlib.metadata
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -59,10 +65,31 @@ def warm(directory: Path | None = None, modules: tuple[str, ...] | None = None) 
             return _warmed[directory]
         marker = completion_marker(directory, modules)
         if not marker.exists():
+            if prune(directory):
+                for other in directory.glob(".complete-*"):
+                    other.unlink(missing_ok=True)
             _warmed[directory] = _compile(directory, modules, marker)
         else:
             _warmed[directory] = directory
         return _warmed[directory]
+
+
+def prune(directory: Path) -> int:
+    """Remove the byte code of source folders that are gone; returns how many trees were removed."""
+    removed = 0
+    for root, folders, _ in os.walk(directory):
+        source = Path("/") / Path(root).relative_to(directory)
+        kept = []
+        for name in folders:
+            if (source / name).is_dir():
+                kept.append(name)
+            else:
+                shutil.rmtree(Path(root) / name, ignore_errors=True)
+                removed += 1
+        folders[:] = kept
+    if removed:
+        log.info("removed the byte code of %d source folder(s) that no longer exist from %s", removed, directory)
+    return removed
 
 
 def _compile(directory: Path, modules: tuple[str, ...], marker: Path) -> Path | None:

@@ -111,3 +111,31 @@ def test_the_default_modules_import_where_torch_does():
 
     missing = [name for name in config.BYTECODE_WARM_MODULES if importlib.util.find_spec(name) is None]
     assert missing == []
+
+
+def test_a_warm_up_removes_the_byte_code_of_folders_that_are_gone(fresh, tmp_path):
+    """The folder mirrors absolute source paths: an environment deleted since leaves a tree nothing else removes."""
+    folder, sources = fresh
+    gone = tmp_path / "deleted-venv" / "lib"
+
+    def mirror_of(path):
+        return folder / path.relative_to("/")
+
+    mirror_of(gone).mkdir(parents=True)
+    (mirror_of(gone) / "module.cpython-312.pyc").write_bytes(b"stale")
+    mirror_of(sources).mkdir(parents=True)
+    (mirror_of(sources) / "kept.cpython-312.pyc").write_bytes(b"kept")
+    (folder / ".complete-0123456789abcdef").write_text("another environment's marker\n")
+    assert bytecode_cache.warm() == folder.resolve()
+    assert not mirror_of(tmp_path / "deleted-venv").exists()
+    assert (mirror_of(sources) / "kept.cpython-312.pyc").read_bytes() == b"kept"
+    assert list(mirror_of(sources).glob("ka_probe_module.*.pyc"))  # this warm-up's byte code
+    markers = sorted(p.name for p in folder.glob(".complete-*"))
+    assert markers == [bytecode_cache.completion_marker(folder.resolve(), ("ka_probe_module",)).name]
+
+
+def test_nothing_is_pruned_while_every_source_folder_exists(tmp_path):
+    folder = tmp_path / "bytecode"
+    (folder / tmp_path.relative_to("/") / "src").mkdir(parents=True)
+    (tmp_path / "src").mkdir()
+    assert bytecode_cache.prune(folder) == 0 and (folder / tmp_path.relative_to("/") / "src").is_dir()
