@@ -134,6 +134,18 @@ def run(
     summary = TidySummary()
     reusable = reusable_results(reuse_from) if reuse_from is not None else {}
     with Store.open_existing(build_dir, read_only=False) as store:
+
+        def store_fields(job: TidyJob, fields: dict) -> None:  # from one thread only: the store's
+            store.update_fields(job.task_id, job.kernel_id, fields)
+            summary.updated += 1
+            if fields["clang_tidy_warnings"] is None:
+                summary.failed += 1
+                summary.errors.append(f"{job.task_id} {job.kernel_id}: {json.loads(fields['clang_tidy'])}")
+            else:
+                summary.warnings += fields["clang_tidy_warnings"]
+            if on_done is not None:
+                on_done(job, fields)
+
         jobs = pending_jobs(store, redo)
         summary.pending = len(jobs)
         analyse = []
@@ -141,26 +153,11 @@ def run(
             fields = reusable.get(reuse_key(job.language, job.source, job.compute_capability))
             if fields is None:
                 analyse.append(job)
-                continue
-            store.update_fields(job.task_id, job.kernel_id, fields)
-            summary.updated += 1
-            summary.reused += 1
-            summary.warnings += fields["clang_tidy_warnings"]
-            if on_done is not None:
-                on_done(job, fields)
-        jobs = analyse
+            else:
+                summary.reused += 1
+                store_fields(job, fields)
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = {pool.submit(tidy_fields, job): job for job in jobs}
-            for future in as_completed(futures):  # the store is written from this thread only
-                job = futures[future]
-                fields = future.result()
-                store.update_fields(job.task_id, job.kernel_id, fields)
-                summary.updated += 1
-                if fields["clang_tidy_warnings"] is None:
-                    summary.failed += 1
-                    summary.errors.append(f"{job.task_id} {job.kernel_id}: {json.loads(fields['clang_tidy'])}")
-                else:
-                    summary.warnings += fields["clang_tidy_warnings"]
-                if on_done is not None:
-                    on_done(job, fields)
+            futures = {pool.submit(tidy_fields, job): job for job in analyse}
+            for future in as_completed(futures):
+                store_fields(futures[future], future.result())
     return summary
