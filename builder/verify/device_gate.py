@@ -4,7 +4,7 @@ Several evaluation workers run on one device so that child start-up, loading, ch
 but a timing window must see the device as if it were alone on it:
 
 - A candidate's checks run under the *shared* hold (any number at once); its timing window, a baseline's
-  measured run and an Nsight Compute run under the *exclusive* hold, which starts only once no checks are in
+  measured run and an Nsight Compute child's profiled range under the *exclusive* hold, which starts only once no checks are in
   flight (a child's hold ends once its outputs are copied to the host, its work synchronised, so none of it
   is left queued) and
   keeps new checks from starting until it ends. Waiting owners go first: a stream of checks cannot starve
@@ -16,7 +16,8 @@ but a timing window must see the device as if it were alone on it:
   back and waits for `resume.N`, which comes once it holds the device shared again. A child that never yields only makes the
   owner wait for its checks' end.
 - The hand-shake is the children's courtesy; the enforcement is SIGSTOP. Every evaluation child of the device
-  is a *member* of its gate, and so is a baseline child until its set-up is done (it runs models and
+  is a *member* of its gate, so is an Nsight Compute child (outside its own profiled range, which it owns), and
+  so is a baseline child until its set-up is done (it runs models and
   torch.compile's first calls on the device outside any hold); while one owns the device, every other member is
   stopped (its process group and any escaped descendant), so no other candidate's code, a thread it left
   running say, can launch work into the window. Stopped time does not count against a child's timeout.
@@ -164,14 +165,10 @@ class DeviceGate:
             self.stats.pauses += len(self._paused)
             return True
 
-    def release_exclusive(self, holder: object, then_member: Pausable | None = None) -> None:
-        """`then_member` becomes a member as the hold ends, atomically: a process that is done with the device
-        but not yet gone (writing its report, exiting) is stopped through the next window like any other."""
+    def release_exclusive(self, holder: object) -> None:
         with self._cond:
             if self._owner is not holder:
                 return
-            if then_member is not None:
-                self._members.add(then_member)
             held = time.monotonic() - self._owned_since
             self.stats.owned_s += held
             self.stats.owned_count += 1
@@ -217,9 +214,10 @@ class DeviceTurn(threading.Thread):
     member until it is ready: stopped, as a candidate's child is, while another owns the device. Its queued
     device work at that moment (bounded by its next synchronisation) falls in the window's untimed warm-up.
 
-    `done`: an exclusive turn ends when the child writes this word (its device work synchronised) rather than
-    when it exits; from then on it is a member again until `finish`. Nsight Compute's child says so once its
-    profiled range is over: ncu's report and the process's exit take seconds the device need not wait for."""
+    `done`: the child runs candidate code (Nsight Compute's), so it is a member from start to exit, waiting for
+    its turn included (a thread the candidate left running cannot reach another's window), and owns the device
+    as itself; its exclusive turn ends when it writes this word (its profiled range synchronised) rather than at
+    its exit: ncu's report and the exit take seconds the device need not wait for."""
 
     def __init__(self, gate: DeviceGate, ready: Path, go: Path, purpose: str, exclusive: bool = True,
                  member_while_setting_up: bool = False, done: Path | None = None) -> None:  # fmt: skip
@@ -227,28 +225,32 @@ class DeviceTurn(threading.Thread):
         self.gate, self.ready, self.go, self.purpose, self.exclusive = gate, ready, go, purpose, exclusive
         self.member_while_setting_up = member_while_setting_up
         self.done_word = done if exclusive else None
-        self._member_again = False
         self.done = threading.Event()
         self.process: SandboxedProcess | None = None
         self._shared = False
 
     def attach(self, process: SandboxedProcess) -> None:
         self.process = process
-        if self.member_while_setting_up:
+        if self.member_while_setting_up or self.done_word is not None:
             self.gate.join(process)  # started during a window: stopped at once
         self.start()
+
+    def _holder(self) -> object:
+        """Who owns the device in this turn: the child's process where it stays a member (its own hold must not
+        stop it), else this turn."""
+        return self.process if self.done_word is not None and self.process is not None else self
 
     def run(self) -> None:
         while not self.ready.exists():
             if self.done.wait(0.01):
                 return
         assert self.process is not None
-        if self.member_while_setting_up:
+        if self.member_while_setting_up and self.done_word is None:
             self.gate.leave(self.process)  # set up and waiting: its own hold must not stop it
         self.process.hold_clock()
         try:
             if self.exclusive:
-                holds = self.gate.acquire_exclusive(self, self.purpose, abort=self.done)
+                holds = self.gate.acquire_exclusive(self._holder(), self.purpose, abort=self.done)
             else:
                 holds = self._shared = self.gate.acquire_shared(abort=self.done)
         finally:
@@ -259,19 +261,18 @@ class DeviceTurn(threading.Thread):
             while not self.done_word.exists():
                 if self.done.wait(0.01):
                     return
-            self._member_again = True
-            self.gate.release_exclusive(self, then_member=self.process)
+            self.gate.release_exclusive(self._holder())  # still a member: stopped through later windows
 
     def finish(self) -> None:
         self.done.set()
         if self.ident is not None:
             self.join()
-        if (self.member_while_setting_up or self._member_again) and self.process is not None:
-            self.gate.leave(self.process)  # ended before it was ready, or after its turn
+        if (self.member_while_setting_up or self.done_word is not None) and self.process is not None:
+            self.gate.leave(self.process)  # ended before it was ready, or a member to its exit
         if self._shared:
             self._shared = False
             self.gate.release_shared()
-        self.gate.release_exclusive(self)
+        self.gate.release_exclusive(self._holder())
 
 
 def write_word(path: Path, word: str) -> None:

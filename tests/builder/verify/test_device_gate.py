@@ -307,7 +307,7 @@ def test_a_turn_the_child_ends_itself_frees_the_device_and_stops_it_through_the_
               f"for tick in range(30):\n"
               f"    pathlib.Path({str(ticks)!r}).write_text(str(tick)); time.sleep(0.05)\n")  # fmt: skip
     gate = DeviceGate()
-    turn = DeviceTurn(gate, ready, go, "ncu", exclusive=True, member_while_setting_up=True, done=done)
+    turn = DeviceTurn(gate, ready, go, "ncu", exclusive=True, done=done)
     child = SandboxedProcess([sys.executable, "-c", script], tmp_path / "scratch", gpu=False, isolation="process",
                              extra_binds=[tmp_path])  # fmt: skip
     turn.attach(child)
@@ -343,6 +343,32 @@ def test_a_turn_without_its_word_holds_the_device_until_finish(tmp_path):
                              extra_binds=[tmp_path])  # fmt: skip
     turn.attach(child)
     assert child.wait(timeout_s=10).returncode == 0 and go.exists()
-    assert gate.owner() is turn  # still owned: the child never said it was done
+    assert gate.owner() is child  # still owned (by the child itself): it never said it was done
+    turn.finish()
+    assert gate.owner() is None and not gate._members
+
+
+def test_a_child_that_ends_its_turn_itself_stays_a_member_while_it_waits_for_it(tmp_path):
+    """The ncu child has run candidate code before its turn: while it waits (here behind checks in flight) it is
+    still a member, so any window that starts meanwhile stops it, and a thread the candidate left running cannot
+    launch work into that window."""
+    ready, go, done = tmp_path / "ready", tmp_path / "go", tmp_path / "turn_done"
+    script = (f"import pathlib, time\npathlib.Path({str(ready)!r}).write_text('1')\n"
+              f"while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.01)\n"
+              f"pathlib.Path({str(done)!r}).write_text('done')\n")  # fmt: skip
+    gate = DeviceGate()
+    assert gate.acquire_shared()  # checks in flight: the child's turn has to wait for them
+    turn = DeviceTurn(gate, ready, go, "ncu", exclusive=True, done=done)
+    child = SandboxedProcess([sys.executable, "-c", script], tmp_path / "scratch", gpu=False, isolation="process",
+                             extra_binds=[tmp_path])  # fmt: skip
+    turn.attach(child)
+    deadline = time.monotonic() + 10
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)
+    assert ready.exists() and not go.exists() and child in gate._members  # waiting, and a member
+    gate.release_shared()
+    outcome = child.wait(timeout_s=10)
+    assert outcome.returncode == 0 and go.exists() and done.exists()
     turn.finish()
     assert gate.owner() is None and not gate._members
