@@ -297,20 +297,27 @@ def test_a_stopped_sandbox_stops_a_descendant_that_cleared_its_environment(tmp_p
         child.kill()
 
 
-def test_a_turn_the_child_ends_itself_frees_the_device_and_stops_it_through_the_next_window(tmp_path):
-    """Nsight Compute's child: its turn ends when it says its device work is over, not when it exits (ncu's
-    report and the exit take seconds); from then on it is a member, stopped through another's window."""
-    ready, go, done, ticks = (tmp_path / name for name in ("ready", "go", "turn_done", "ticks"))
+def ncu_like_child(tmp_path, gate: DeviceGate, after_go: str = "") -> tuple[DeviceTurn, SandboxedProcess]:
+    """A child whose turn ends on its own word (Nsight Compute's): it says `ready`, waits for `go`, then runs
+    `after_go` (Python lines); its words are tmp_path's ready, go and turn_done."""
+    ready, go = tmp_path / "ready", tmp_path / "go"
     script = (f"import pathlib, time\npathlib.Path({str(ready)!r}).write_text('1')\n"
-              f"while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.01)\n"
-              f"pathlib.Path({str(done)!r}).write_text('done')\n"
-              f"for tick in range(30):\n"
-              f"    pathlib.Path({str(ticks)!r}).write_text(str(tick)); time.sleep(0.05)\n")  # fmt: skip
-    gate = DeviceGate()
-    turn = DeviceTurn(gate, ready, go, "ncu", exclusive=True, done=done)
+              f"while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.01)\n{after_go}")  # fmt: skip
+    turn = DeviceTurn(gate, ready, go, "ncu", exclusive=True, done=tmp_path / "turn_done")
     child = SandboxedProcess([sys.executable, "-c", script], tmp_path / "scratch", gpu=False, isolation="process",
                              extra_binds=[tmp_path])  # fmt: skip
     turn.attach(child)
+    return turn, child
+
+
+def test_a_turn_the_child_ends_itself_frees_the_device_and_stops_it_through_the_next_window(tmp_path):
+    """Nsight Compute's child: its turn ends when it says its device work is over, not when it exits (ncu's
+    report and the exit take seconds); from then on it is a member, stopped through another's window."""
+    go, done, ticks = tmp_path / "go", tmp_path / "turn_done", tmp_path / "ticks"
+    gate = DeviceGate()
+    after_go = (f"pathlib.Path({str(done)!r}).write_text('done')\nfor tick in range(30):\n"
+                f"    pathlib.Path({str(ticks)!r}).write_text(str(tick)); time.sleep(0.05)\n")  # fmt: skip
+    turn, child = ncu_like_child(tmp_path, gate, after_go)
     window = object()
     deadline = time.monotonic() + 10
     while not ticks.exists() and time.monotonic() < deadline:
@@ -334,14 +341,9 @@ def test_a_turn_the_child_ends_itself_frees_the_device_and_stops_it_through_the_
 
 def test_a_turn_without_its_word_holds_the_device_until_finish(tmp_path):
     """A child that never says its device work is over keeps its turn until it is gone (the timeout bounds it)."""
-    ready, go, done = tmp_path / "ready", tmp_path / "go", tmp_path / "turn_done"
-    script = (f"import pathlib, time\npathlib.Path({str(ready)!r}).write_text('1')\n"
-              f"while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.01)\ntime.sleep(0.5)\n")  # fmt: skip
     gate = DeviceGate()
-    turn = DeviceTurn(gate, ready, go, "ncu", exclusive=True, done=done)
-    child = SandboxedProcess([sys.executable, "-c", script], tmp_path / "scratch", gpu=False, isolation="process",
-                             extra_binds=[tmp_path])  # fmt: skip
-    turn.attach(child)
+    turn, child = ncu_like_child(tmp_path, gate, "time.sleep(0.5)\n")
+    go = tmp_path / "go"
     assert child.wait(timeout_s=10).returncode == 0 and go.exists()
     assert gate.owner() is child  # still owned (by the child itself): it never said it was done
     turn.finish()
@@ -353,15 +355,9 @@ def test_a_child_that_ends_its_turn_itself_stays_a_member_while_it_waits_for_it(
     still a member, so any window that starts meanwhile stops it, and a thread the candidate left running cannot
     launch work into that window."""
     ready, go, done = tmp_path / "ready", tmp_path / "go", tmp_path / "turn_done"
-    script = (f"import pathlib, time\npathlib.Path({str(ready)!r}).write_text('1')\n"
-              f"while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.01)\n"
-              f"pathlib.Path({str(done)!r}).write_text('done')\n")  # fmt: skip
     gate = DeviceGate()
     assert gate.acquire_shared()  # checks in flight: the child's turn has to wait for them
-    turn = DeviceTurn(gate, ready, go, "ncu", exclusive=True, done=done)
-    child = SandboxedProcess([sys.executable, "-c", script], tmp_path / "scratch", gpu=False, isolation="process",
-                             extra_binds=[tmp_path])  # fmt: skip
-    turn.attach(child)
+    turn, child = ncu_like_child(tmp_path, gate, f"pathlib.Path({str(done)!r}).write_text('done')\n")
     deadline = time.monotonic() + 10
     while not ready.exists() and time.monotonic() < deadline:
         time.sleep(0.01)
