@@ -36,6 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.cpu_census import CpuCensus, census_lines  # noqa: E402
+from benchmarks.gate_watch import GateWatch  # noqa: E402
 from builder import config  # noqa: E402
 from builder.candidates import Candidate  # noqa: E402
 from builder.tasks import load_suite  # noqa: E402
@@ -219,6 +220,19 @@ class GpuSampler(threading.Thread):
             self.process.terminate()
 
 
+def profile_note(record) -> str:
+    """What Nsight Compute made of a record: its kernels' summed duration, or why there is none."""
+    try:
+        profile = json.loads(record.ncu_profile) if record.ncu_profile else None
+    except ValueError:
+        profile = None
+    if not isinstance(profile, dict):
+        return "  ncu=none"
+    if "error" in profile:
+        return f"  ncu error: {str(profile['error'])[:120]}"
+    return f"  ncu={len(profile.get('kernels') or [])} kernels"
+
+
 def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path | None = None) -> dict[str, float]:
     gate = device_gate(options.backend, options.device_index)
     before = gate.snapshot()
@@ -229,6 +243,8 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
     engine_log.setLevel(logging.DEBUG)
     sampler = GpuSampler()
     sampler.start()
+    watch = GateWatch(gate)
+    watch.start()
     census = CpuCensus()
     census.start()
     started = time.monotonic()
@@ -245,14 +261,15 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
         where = " ".join(f"{'_'.join(name.split('_')[:2])}={seconds:.1f}" for name, seconds in phases.items()
                          if not name.startswith("cpu."))  # fmt: skip
         print(f"  [{time.monotonic() - started:7.1f} s] {len(records):3d} {record.task_id:6s} {record.status:14s} "
-              f"eval {record.eval_s or 0:5.1f} s  {where}", flush=True)  # fmt: skip
-    wall = time.monotonic() - started
-    sampler.stop()
-    if records_path is not None:
-        with records_path.open("a") as out:
-            for record in records:
+              f"eval {record.eval_s or 0:5.1f} s  {where}{profile_note(record) if options.profile else ''}",
+              flush=True)  # fmt: skip
+        if records_path is not None:  # as they come: a run cut short keeps what it made
+            with records_path.open("a") as out:
                 fields = {name: value for name, value in record_to_dict(record).items() if name not in RECORD_BULK}
                 out.write(json.dumps(dict(fields, bench_label=label), default=str) + "\n")
+    wall = time.monotonic() - started
+    sampler.stop()
+    watch.stop()
     for line in verifier.start_lines(started, first_evaluated):
         print(f"  {label}: before the first evaluated record, {line}")
     for record in records:  # which kernels failed and why: a loaded machine must not turn a correct one incorrect

@@ -183,6 +183,14 @@ class DeviceGate:
     def owner(self) -> object | None:
         return self._owner
 
+    def describe(self) -> dict[str, object]:
+        """The hold as it stands, for a benchmark's stall report."""
+        with self._cond:
+            held = time.monotonic() - self._owned_since if self._owner is not None else 0.0
+            return {"owner": self._owner, "purpose": self._purpose if self._owner is not None else None,
+                    "owned_s": held, "sharing": self._sharing, "owners_waiting": self._owners_waiting,
+                    "members": len(self._members), "stopped": len(self._paused)}  # fmt: skip
+
     def owner_waiting(self) -> bool:
         """An owner waits for the checks in flight: a checking child that can yield (between steps) should."""
         return self._owners_waiting > 0
