@@ -17,16 +17,21 @@ class GateWatch(threading.Thread):
         self.gate, self.stall_s, self.every_s = gate, stall_s, every_s
         self.stopping = threading.Event()
         self.reported: set[int] = set()
+        self.draining_reported = False
 
     def run(self) -> None:
         while not self.stopping.wait(self.every_s):
             state = self.gate.describe()
             owner = state["owner"]
-            if owner is None or state["owned_s"] < self.stall_s or id(owner) in self.reported:
+            if owner is not None and state["owned_s"] >= self.stall_s and id(owner) not in self.reported:
+                self.reported.add(id(owner))
+                what = f"{state['purpose']} owner has held the device {state['owned_s']:.0f} s"
+            elif state["state"] == "draining" and state["state_s"] >= self.stall_s and not self.draining_reported:
+                self.draining_reported = True  # once a run: owners waited that long for checks that did not end
+                what = f"owners have waited {state['state_s']:.0f} s for checks in flight"
+            else:
                 continue
-            self.reported.add(id(owner))
-            print(f"  STALL: {state['purpose']} owner has held the device {state['owned_s']:.0f} s: {state}",
-                  flush=True)  # fmt: skip
+            print(f"  STALL: {what}: {state}", flush=True)
             for line in stall_lines(owner):
                 print(f"  STALL: {line}", flush=True)
 

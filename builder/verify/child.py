@@ -27,6 +27,7 @@ import math
 import os
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -305,6 +306,9 @@ def run_ncu(job: dict[str, Any]) -> dict[str, Any]:
     from builder.verify.compare import sync
 
     task_module = _load_task(job)
+    # Ready before the candidate's library loads and before any device work: until its turn this process runs no
+    # candidate code, so it is never stopped there (runs that stopped ncu children in their set-up stalled).
+    await_turn(job, "go_path")
     binding = _load_binding(job)
     device = "cuda" if job.get("backend") == "cuda" else "cpu"
     seed = trial_seeds(job)[0]
@@ -313,9 +317,8 @@ def run_ncu(job: dict[str, Any]) -> dict[str, Any]:
         call = binding.bind(model, task_module, seed, device).call
         call(*inputs)  # warm-up outside the range: lazy module loading, first-call allocations
         sync(device)
-        await_turn(job, "go_path")  # only the profiled range owns the device
         for _ in range(config.NCU_PROFILED_CALLS):
-            with torch.cuda.nvtx.range(config.NVTX_CANDIDATE_RANGE):
+            with torch.cuda.nvtx.range(config.NVTX_CANDIDATE_RANGE) if device == "cuda" else nullcontext():
                 call(*inputs)
         sync(device)
     _say(job, "turn_done_path", "done")

@@ -189,7 +189,8 @@ class DeviceGate:
             held = time.monotonic() - self._owned_since if self._owner is not None else 0.0
             return {"owner": self._owner, "purpose": self._purpose if self._owner is not None else None,
                     "owned_s": held, "sharing": self._sharing, "owners_waiting": self._owners_waiting,
-                    "members": len(self._members), "stopped": len(self._paused)}  # fmt: skip
+                    "members": len(self._members), "stopped": len(self._paused), "state": self._state,
+                    "state_s": time.monotonic() - self._since}  # fmt: skip
 
     def owner_waiting(self) -> bool:
         """An owner waits for the checks in flight: a checking child that can yield (between steps) should."""
@@ -222,10 +223,11 @@ class DeviceTurn(threading.Thread):
     member until it is ready: stopped, as a candidate's child is, while another owns the device. Its queued
     device work at that moment (bounded by its next synchronisation) falls in the window's untimed warm-up.
 
-    `done`: the child runs candidate code (Nsight Compute's), so it is a member from start to exit, waiting for
-    its turn included (a thread the candidate left running cannot reach another's window), and owns the device
-    as itself; its exclusive turn ends when it writes this word (its profiled range synchronised) rather than at
-    its exit: ncu's report and the exit take seconds the device need not wait for."""
+    `done`: the child (Nsight Compute's) says ready before it loads candidate code or touches the device, so it is
+    not a member while it waits; it becomes one when its turn is granted, owning the device as itself, and stays
+    one to its exit (stopped through later windows: a thread the candidate left running cannot reach them). Its
+    exclusive turn ends when it writes this word (its profiled range synchronised) rather than at its exit:
+    ncu's report and the exit take seconds the device need not wait for."""
 
     def __init__(self, gate: DeviceGate, ready: Path, go: Path, purpose: str, exclusive: bool = True,
                  member_while_setting_up: bool = False, done: Path | None = None) -> None:  # fmt: skip
@@ -239,7 +241,7 @@ class DeviceTurn(threading.Thread):
 
     def attach(self, process: SandboxedProcess) -> None:
         self.process = process
-        if self.member_while_setting_up or self.done_word is not None:
+        if self.member_while_setting_up:
             self.gate.join(process)  # started during a window: stopped at once
         self.start()
 
@@ -253,7 +255,7 @@ class DeviceTurn(threading.Thread):
             if self.done.wait(0.01):
                 return
         assert self.process is not None
-        if self.member_while_setting_up and self.done_word is None:
+        if self.member_while_setting_up:
             self.gate.leave(self.process)  # set up and waiting: its own hold must not stop it
         self.process.hold_clock()
         try:
@@ -263,6 +265,8 @@ class DeviceTurn(threading.Thread):
                 holds = self._shared = self.gate.acquire_shared(abort=self.done)
         finally:
             self.process.release_clock()
+        if holds and self.done_word is not None:
+            self.gate.join(self.process)  # the owner: not stopped by its own turn
         if holds:
             write_word(self.go, "time")
         if holds and self.done_word is not None:

@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -245,6 +246,34 @@ def test_baseline_mode_times_eager_and_compile(tmp_path):
     # torch.compile needs a working C++ toolchain; either it is timed or the reason is recorded.
     assert (result["compile_ms"] or 0) > 0 or result["compile_error"]
     assert result["timing_method"] == result["timing_method"].strip() and "perf_counter" in result["timing_method"]
+
+
+def test_the_ncu_child_says_ready_before_it_loads_the_candidate_then_ends_its_turn_itself(tmp_path):
+    """Nsight Compute's child waits for its turn having run no candidate code (the parent need not stop it
+    meanwhile); the candidate loads, warms up and runs its profiled calls after `go`, then `turn_done`."""
+    loaded = tmp_path / "loaded"
+    candidate = tmp_path / "model_new.py"
+    fixture = (CANDIDATES / "python/correct_uses_torch_ops.py").read_text()
+    candidate.write_text(f"import pathlib\npathlib.Path({str(loaded)!r}).write_text('1')\n{fixture}")
+    ready, go, done = tmp_path / "ready", tmp_path / "go", tmp_path / "turn_done"
+    job = make_job(tmp_path, mode="ncu", python_path=str(candidate), ready_path=str(ready), go_path=str(go),
+                   turn_done_path=str(done))  # fmt: skip
+    child = subprocess.Popen([sys.executable, "-m", "builder.verify.child", str(job)], cwd=REPO,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + CHILD_TIMEOUT_S
+        while not ready.exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.3)
+        assert ready.exists() and not loaded.exists() and not done.exists()  # waiting, no candidate code yet
+        go.write_text("time")
+        _, stderr = child.communicate(timeout=CHILD_TIMEOUT_S)
+    finally:
+        child.kill()
+    assert child.returncode == 0, stderr[-2000:]
+    assert loaded.exists() and done.read_text().strip() != ""
+    result = read_result(job)
+    assert result["status"] == "correct" and result["profiled_calls"] >= 1
 
 
 def test_a_yield_point_pauses_only_when_asked_and_waits_for_the_resume_word(tmp_path):

@@ -350,21 +350,28 @@ def test_a_turn_without_its_word_holds_the_device_until_finish(tmp_path):
     assert gate.owner() is None and not gate._members
 
 
-def test_a_child_that_ends_its_turn_itself_stays_a_member_while_it_waits_for_it(tmp_path):
-    """The ncu child has run candidate code before its turn: while it waits (here behind checks in flight) it is
-    still a member, so any window that starts meanwhile stops it, and a thread the candidate left running cannot
-    launch work into that window."""
+def test_a_child_that_ends_its_turn_itself_is_a_member_from_its_grant_to_its_exit(tmp_path):
+    """The ncu child says ready before it loads candidate code or touches the device: while it waits (here behind
+    checks in flight) it is not a member, so windows meanwhile leave it running; from its grant to its exit it
+    is one (after its turn, stopped through others' windows)."""
     ready, go, done = tmp_path / "ready", tmp_path / "go", tmp_path / "turn_done"
+    seen = tmp_path / "seen"
     gate = DeviceGate()
     assert gate.acquire_shared()  # checks in flight: the child's turn has to wait for them
-    turn, child = ncu_like_child(tmp_path, gate, f"pathlib.Path({str(done)!r}).write_text('done')\n")
+    after_go = (f"pathlib.Path({str(done)!r}).write_text('done')\n"
+                f"while not pathlib.Path({str(seen)!r}).exists(): time.sleep(0.01)\n")  # fmt: skip
+    turn, child = ncu_like_child(tmp_path, gate, after_go)
     deadline = time.monotonic() + 10
     while not ready.exists() and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(0.3)
-    assert ready.exists() and not go.exists() and child in gate._members  # waiting, and a member
+    assert ready.exists() and not go.exists() and child not in gate._members  # waiting, not a member
     gate.release_shared()
+    while not done.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert go.exists() and done.exists() and child in gate._members  # its turn came: a member from then on
+    seen.write_text("1")
     outcome = child.wait(timeout_s=10)
-    assert outcome.returncode == 0 and go.exists() and done.exists()
+    assert outcome.returncode == 0
     turn.finish()
     assert gate.owner() is None and not gate._members
