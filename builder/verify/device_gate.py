@@ -16,7 +16,8 @@ but a timing window must see the device as if it were alone on it:
   back and waits for `resume.N`, which comes once it holds the device shared again. A child that never yields only makes the
   owner wait for its checks' end.
 - The hand-shake is the children's courtesy; the enforcement is SIGSTOP. Every evaluation child of the device
-  is a *member* of its gate, so is an Nsight Compute child (outside its own profiled range, which it owns), and
+  is a *member* of its gate, so is an Nsight Compute child from its turn to its exit (it owns the device as itself
+  in its turn; before it, it runs no candidate code), and
   so is a baseline child until its set-up is done (it runs models and
   torch.compile's first calls on the device outside any hold); while one owns the device, every other member is
   stopped (its process group and any escaped descendant), so no other candidate's code, a thread it left
