@@ -11,6 +11,9 @@ variant comment (a new source is a new kernel: no compile-cache hits). Prints fi
     python benchmarks/bench_verify_throughput.py [--kernels N] [--tasks N] [--backend cuda|cpu]
                                                  [--eval-workers 1,4] [--skip startup,compile] [--profile]
 
+While it runs, a stall report (`gate_watch.py`) prints the gate's state and the builder's processes once an
+owner has held the device, or owners have waited for checks, for 30 s.
+
 `--profile` verifies as `kernel-archive build` does on CUDA by default: with Nsight Compute, the torch profiler
 and clang-tidy (where installed) attached to each record.
 """
@@ -221,7 +224,7 @@ class GpuSampler(threading.Thread):
 
 
 def profile_note(record) -> str:
-    """What Nsight Compute made of a record: its kernels' summed duration, or why there is none."""
+    """What Nsight Compute made of a record: how many kernels it profiled, or why it has no profile."""
     try:
         profile = json.loads(record.ncu_profile) if record.ncu_profile else None
     except ValueError:
@@ -248,12 +251,12 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
     census = CpuCensus()
     census.start()
     started = time.monotonic()
-    records, first, first_evaluated, at_first_evaluated = [], None, None, None
+    records, first, first_evaluated, at_first_evaluated, evaluated_at = [], None, None, None, 0
     for record in verifier.stream(pairs):
         records.append(record)
         first = first if first is not None else time.monotonic() - started
         if first_evaluated is None and record.eval_s is not None:  # compile errors come first, unevaluated
-            first_evaluated = time.monotonic() - started
+            first_evaluated, evaluated_at = time.monotonic() - started, len(records)
             at_first_evaluated = gate.snapshot()  # the device's time before it: the start
             census.mark("after the first evaluated record")
         # A line per record: a run cut short still shows the rate it was reaching.
@@ -298,6 +301,8 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
             f"{label}: first record after s": first or float("nan"),
             f"{label}: first evaluated record after s": first_evaluated or float("nan"),
             f"{label}: VERIFIED KERNELS/HOUR": len(records) / wall * 3600,
+            f"{label}: kernels/hour after the first evaluated record":
+                (len(records) - evaluated_at) / max(1e-9, wall - (first_evaluated or wall)) * 3600,
             f"{label}: compile core-s/kernel": sum(verifier.builds.values()) / n,
             f"{label}: GPU-busy s/kernel": busy / n, f"{label}: GPU-idle s/kernel": (wall - busy) / n,
             f"{label}: evaluation child wall s/kernel (mean)": statistics.mean(eval_s) if eval_s else float("nan"),

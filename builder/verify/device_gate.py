@@ -4,24 +4,23 @@ Several evaluation workers run on one device so that child start-up, loading, ch
 but a timing window must see the device as if it were alone on it:
 
 - A candidate's checks run under the *shared* hold (any number at once); its timing window, a baseline's
-  measured run and an Nsight Compute child's profiled range under the *exclusive* hold, which starts only once no checks are in
-  flight (a child's hold ends once its outputs are copied to the host, its work synchronised, so none of it
-  is left queued) and
-  keeps new checks from starting until it ends. Waiting owners go first: a stream of checks cannot starve
-  timing.
+  measured run and an Nsight Compute child's turn (loading the candidate, its first call, the profiled range)
+  under the *exclusive* hold, which starts only once no checks are in flight (a child's hold ends once its
+  outputs are copied to the host, its work synchronised, so none of it is left queued) and keeps new checks
+  from starting until it ends. Waiting owners go first: a stream of checks cannot starve timing.
 - On CUDA builds a few cores per GPU are kept for its timing windows (`keep_timing_cores`): every sandboxed
   child starts on the other cores, and the process that owns the device moves onto them.
 - A waiting owner need not wait for a long check to end: between two steps of its checks (its GPU work
   synchronised) a checking child looks for the parent's `pause.N`, answers `paused.N`, gives its shared hold
-  back and waits for `resume.N`, which comes once it holds the device shared again. A child that never yields only makes the
-  owner wait for its checks' end.
+  back and waits for `resume.N`, which comes once it holds the device shared again. A child that never yields
+  only makes the owner wait for its checks' end.
 - The hand-shake is the children's courtesy; the enforcement is SIGSTOP. Every evaluation child of the device
-  is a *member* of its gate, so is an Nsight Compute child from its turn to its exit (it owns the device as itself
-  in its turn; before it, it runs no candidate code), and
-  so is a baseline child until its set-up is done (it runs models and
-  torch.compile's first calls on the device outside any hold); while one owns the device, every other member is
-  stopped (its process group and any escaped descendant), so no other candidate's code, a thread it left
-  running say, can launch work into the window. Stopped time does not count against a child's timeout.
+  is a *member* of its gate, so is an Nsight Compute child from its turn to its exit (it owns the device as
+  itself in its turn; before it, it runs no candidate code), and so is a baseline child until its set-up is
+  done (it runs models and torch.compile's first calls on the device outside any hold); while one owns the
+  device, every other member is stopped (its process group and any escaped descendant), so no other
+  candidate's code, a thread it left running say, can launch work into the window. Stopped time does not count
+  against a child's timeout.
 
 The gate is per builder process: two builds on one machine do not see each other's gates.
 """

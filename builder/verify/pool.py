@@ -237,8 +237,8 @@ def run_in_turn(job: dict[str, Any], scratch: Path, options: VerifyOptions, time
     """`run_child` for a child (reference, baseline, ncu) that asks for its turn on the device once set up:
     its start-up runs beside anything, its device work in a shared or an exclusive hold (`device_gate`); a
     set-up that uses the device is stopped while another owns it (`member_while_setting_up`). A child that
-    `ends_turn_itself` (one running candidate code) is a member throughout and writes job["turn_done_path"] once
-    its device work is over (`DeviceTurn`'s `done`)."""
+    `ends_turn_itself` (Nsight Compute's: it loads the candidate in its turn) is a member from its turn to its exit
+    and writes job["turn_done_path"] once its device work is over (`DeviceTurn`'s `done`)."""
     job["ready_path"], job["go_path"] = str(scratch / "ready"), str(scratch / "go")
     done = scratch / "turn_done" if ends_turn_itself else None
     if done is not None:

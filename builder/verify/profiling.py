@@ -86,8 +86,8 @@ def _run_ncu(
     report = scratch / "profile.ncu-rep"
     job = build_job(task, candidate, compiled, options, "ncu", scratch)
     # The profiled range's replays disturb, and are disturbed: they own the device. The child's start-up under
-    # ncu, its set-up and first call run beside checks; it is a member throughout (stopped through others'
-    # windows), and ncu writes its report after the turn.
+    # ncu runs beside everything (no candidate code, no device work); loading the candidate, its first call and
+    # the range are its turn, it is a member from then to its exit, and ncu writes its report after the turn.
     _, outcome = run_in_turn(job, scratch, options, config.NCU_TIMEOUT_S, "ncu", exclusive=True,
                              ends_turn_itself=True, argv_prefix=ncu.ncu_argv(str(report)))  # fmt: skip
     return {
