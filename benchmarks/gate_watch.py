@@ -49,6 +49,6 @@ def stall_lines(owner: object) -> list[str]:
                                text=True, timeout=10).stdout.splitlines()  # fmt: skip
     except (OSError, subprocess.SubprocessError) as exc:
         return [*lines, f"ps failed: {exc}"]
-    wanted = ("ncu", "builder.verify", "bwrap", "tv_injection", "clang-tidy")
+    wanted = ("ncu", "builder.verify", "bwrap", "clang-tidy")
     lines += [table[0], *(row[:220] for row in table[1:] if any(word in row for word in wanted))]
     return lines
