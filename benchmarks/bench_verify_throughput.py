@@ -10,6 +10,7 @@ variant comment (a new source is a new kernel: no compile-cache hits). Prints fi
 
     python benchmarks/bench_verify_throughput.py [--kernels N] [--tasks N] [--backend cuda|cpu]
                                                  [--eval-workers 1,4] [--skip startup,compile] [--profile]
+                                                 [--judge-poll-max S]
 
 While it runs, a stall report (`gate_watch.py`) prints the gate's state and the builder's processes once an
 owner has held the device, or owners have waited for checks, for 30 s.
@@ -333,7 +334,13 @@ def main() -> None:
     parser.add_argument("--skip", default="", help="stages to skip: startup,compile")
     parser.add_argument("--records", type=Path, default=None, help="append each run's records here, JSON lines")
     parser.add_argument("--profile", action="store_true", help="profiles on (ncu, torch profiler, clang-tidy)")
+    parser.add_argument("--judge-poll-max", type=float, default=None,
+                        help=f"watchers' longest wait between looks, s (default {config.JUDGE_POLL_MAX_S})")  # fmt: skip
     args = parser.parse_args()
+    if args.judge_poll_max is not None:  # the watchers live in this process: compare their back-off with none
+        if args.judge_poll_max < config.JUDGE_POLL_S:
+            parser.error(f"--judge-poll-max: at least {config.JUDGE_POLL_S} s, not {args.judge_poll_max}")
+        config.JUDGE_POLL_MAX_S = args.judge_poll_max
     backend = args.backend or ("cuda" if environment.gpu_count() else "cpu")
     count = args.kernels or (96 if backend == "cuda" else 4)
     try:

@@ -70,6 +70,9 @@ REFERENCE_CACHE_TASKS = 16  # clean references held in memory (LRU); builds take
 REFERENCE_FILE_MAX_BYTES = 32 << 30
 OUTPUTS_FILE_SLACK_BYTES = 16 << 20  # a candidate's outputs file may exceed twice its expected size by this
 JUDGE_POLL_S = 0.002  # how often the parent looks for the candidate's outputs, and the child for the parent's word
+# A watcher's looks back off to this while its child's state stands still: eight watchers looking every 2 ms held
+# the parent's interpreter lock against its judging. A waiting owner wakes a checking child's watcher at once.
+JUDGE_POLL_MAX_S = 0.025
 COMPILE_TIMEOUT_S = 600.0
 LOG_TAIL_BYTES = 8 * 1024
 ERROR_TEXT_BYTES = 8 * 1024

@@ -73,6 +73,7 @@ class DeviceGate:
         self._purpose = ""
         self._members: set[Pausable] = set()
         self._paused: list[Pausable] = []
+        self._owner_watchers: set[threading.Event] = set()  # set when an owner starts to wait (`watch_owners`)
         self.stats = GateStats()
         self._since = time.monotonic()  # when the device's state (below) last changed
         self._state = "unheld"  # "unheld", "draining" (an owner waits, nobody owns), or "busy"
@@ -143,6 +144,8 @@ class DeviceGate:
         with self._cond:
             self._owners_waiting += 1
             self._changed()
+            for watcher in self._owner_watchers:
+                watcher.set()
             try:
                 while self._owner is not None or self._sharing:
                     if abort is not None and abort.is_set():
@@ -195,6 +198,18 @@ class DeviceGate:
     def owner_waiting(self) -> bool:
         """An owner waits for the checks in flight: a checking child that can yield (between steps) should."""
         return self._owners_waiting > 0
+
+    def watch_owners(self, event: threading.Event) -> None:
+        """Set `event` whenever an owner starts to wait: a checking child's watcher that looks for its files
+        at leisure hears of a waiting owner at once."""
+        with self._cond:
+            self._owner_watchers.add(event)
+            if self._owners_waiting:
+                event.set()
+
+    def unwatch_owners(self, event: threading.Event) -> None:
+        with self._cond:
+            self._owner_watchers.discard(event)
 
 
 class Exclusive:

@@ -191,10 +191,12 @@ class _Watcher(threading.Thread):
         super().__init__(daemon=True, name="ka-judge")
         self.job, self.reference, self.gate = job, reference, gate
         self.done = threading.Event()
+        self.wake = threading.Event()  # the child ended, or an owner waits: look now, whatever the back-off
         self.findings: judge.CheckFindings | None = None  # what the comparisons of the checks' outputs found
         self.error: str | None = None
         self.process: SandboxedProcess | None = None
         self._shared = False
+        self._poll_s = config.JUDGE_POLL_S
         self.seconds = {"parent_judge": 0.0, "parent_wait_for_window": 0.0}  # where the parent's time went
 
     def attach(self, process: SandboxedProcess) -> None:
@@ -204,19 +206,29 @@ class _Watcher(threading.Thread):
         self.start()
 
     def run(self) -> None:
+        began = time.thread_time()
+        self.gate.watch_owners(self.wake)
+        try:
+            self._watch()
+        finally:
+            self.gate.unwatch_owners(self.wake)
+            self.seconds["cpu.parent_watch"] = round(time.thread_time() - began, 4)  # judging included
+
+    def _watch(self) -> None:
         directory = Path(self.job["outputs_dir"])
         ready = Path(self.job["ready_path"])
         while not self.done.is_set() and not ready.exists():
             if tensor_files.is_complete(directory):  # it skipped the hand-shake: judged all the same
                 self._judge(directory)
                 return
-            self.done.wait(config.JUDGE_POLL_S)
+            self._nap()
         if self.done.is_set() or not self._granted(lambda: self.gate.acquire_shared(abort=self.done)):
             return
         self._shared = True
         self._say("checks_go_path", "checks")
         round_, asked = 1, False
         checks_done = Path(self.job["checks_done_path"])
+        self._poll_s = config.JUDGE_POLL_S
         while not self.done.is_set():
             if tensor_files.is_complete(directory):
                 self._release_shared()
@@ -233,7 +245,17 @@ class _Watcher(threading.Thread):
                     return
                 write_word(resume, "resume")
                 round_, asked = round_ + 1, False
-            self.done.wait(config.JUDGE_POLL_S)
+            self._nap(brisk=asked)
+
+    def _nap(self, brisk: bool = False) -> None:
+        """Wait before looking at the child's files again: `JUDGE_POLL_S` while a waiting owner needs its answer
+        (`brisk`), otherwise twice as long each time up to `JUDGE_POLL_MAX_S`. A waiting owner or the child's end
+        cuts the wait short (`wake`) and brings the looks back to `JUDGE_POLL_S`."""
+        if self.wake.wait(config.JUDGE_POLL_S if brisk else self._poll_s):
+            self.wake.clear()
+            self._poll_s = config.JUDGE_POLL_S
+        elif not brisk:
+            self._poll_s = min(self._poll_s * 2, config.JUDGE_POLL_MAX_S)
 
     def _yield_turn(self) -> bool:
         """The child paused between two steps (its work synchronised): let the waiting owner have the device,
@@ -255,7 +277,7 @@ class _Watcher(threading.Thread):
             self.process.release_clock()
 
     def _judge(self, directory: Path) -> None:
-        verdict, began = "stop", time.monotonic()
+        verdict, began, began_cpu = "stop", time.monotonic(), time.thread_time()
         try:
             self.findings = find_checks(directory, self.reference, self.job)
             first = judge.apply_findings({"status": "correct", "flags": []}, self.findings)
@@ -266,6 +288,7 @@ class _Watcher(threading.Thread):
             self.error = f"judging failed: {type(exc).__name__}: {exc}"
         judged = time.monotonic()
         self.seconds["parent_judge"] = round(judged - began, 4)
+        self.seconds["cpu.parent_judge"] = round(time.thread_time() - began_cpu, 4)  # the rest: the lock, the files
         if verdict == "time":
             owns = self._granted(lambda: self.gate.acquire_exclusive(self.process, "timing", abort=self.done))
             verdict = "time" if owns else "stop"
@@ -294,6 +317,7 @@ class _Watcher(threading.Thread):
     def finish(self) -> None:
         """The child has ended: stop watching, give back every hold, leave the members."""
         self.done.set()
+        self.wake.set()
         if self.ident is not None:
             self.join()
         self._release_shared()

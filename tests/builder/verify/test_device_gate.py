@@ -57,6 +57,24 @@ def test_checks_share_the_device_and_an_owner_waits_for_them():
     assert gate.owner() is None and gate.stats.owned_count == 1
 
 
+def test_an_owner_that_starts_to_wait_sets_the_events_of_those_watching_for_owners():
+    gate = DeviceGate()
+    early, late, gone = threading.Event(), threading.Event(), threading.Event()
+    gate.watch_owners(early)
+    gate.watch_owners(gone)
+    gate.unwatch_owners(gone)
+    assert gate.acquire_shared()
+    owner = object()
+    thread = in_thread(lambda: gate.acquire_exclusive(owner))
+    assert early.wait(2)  # the owner waits for the checks: its watchers hear of it at once
+    gate.watch_owners(late)
+    assert late.is_set()  # watching while an owner already waits
+    assert not gone.is_set()
+    gate.release_shared()
+    thread.join(2)
+    gate.release_exclusive(owner)
+
+
 def test_a_waiting_owner_goes_before_new_checks():
     gate = DeviceGate()
     gate.acquire_shared()

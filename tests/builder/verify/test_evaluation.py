@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from itertools import combinations
@@ -151,6 +153,42 @@ def test_the_outputs_of_the_checks_are_compared_once_per_candidate(task, options
     result = judged(task, options, reference, directive, "once")
     assert result["status"] == ("incorrect" if directive else "correct")
     assert len(calls) == 1  # by the watcher, as soon as they were written; weighed again without comparing
+
+
+def test_a_watcher_looks_at_its_childs_files_less_often_while_nothing_changes(task, options, monkeypatch):
+    """Eight watchers looking every 2 ms held the parent's interpreter lock against its judging: while the
+    child's state stands still the looks back off (to `JUDGE_POLL_MAX_S`)."""
+    from builder import config
+    from builder.verify import evaluation
+
+    reference = ReferenceCache().get(task, options)
+    looks = []
+    real = evaluation.tensor_files.is_complete
+    monkeypatch.setattr(evaluation.tensor_files, "is_complete", lambda d: looks.append(1) or real(d))
+    result = judged(task, options, reference, {"checks_s": 2.0}, "patient")
+    assert result["status"] == "correct"
+    # 2 s of checks: about a thousand looks every JUDGE_POLL_S, about eighty at JUDGE_POLL_MAX_S.
+    assert len(looks) < 1.0 / config.JUDGE_POLL_S / 4, len(looks)
+
+
+def test_a_watcher_looking_at_leisure_hears_of_a_waiting_owner_at_once(monkeypatch):
+    from builder import config
+    from builder.verify.device_gate import DeviceGate
+    from builder.verify.evaluation import _Watcher
+
+    monkeypatch.setattr(config, "JUDGE_POLL_MAX_S", 30.0)
+    gate = DeviceGate()
+    watcher = _Watcher({}, None, gate)
+    watcher._poll_s = config.JUDGE_POLL_MAX_S  # nothing changed for a while: its looks backed off as far as they go
+    gate.watch_owners(watcher.wake)
+    assert gate.acquire_shared()
+    owner = object()
+    threading.Thread(target=lambda: gate.acquire_exclusive(owner), daemon=True).start()
+    began = time.monotonic()
+    watcher._nap()
+    assert time.monotonic() - began < 5.0  # not the 30 s its back-off had reached
+    assert watcher._poll_s == config.JUDGE_POLL_S  # and it looks briskly again
+    gate.release_shared()
 
 
 def test_references_computed_early_are_the_ones_evaluations_get_and_never_more_than_the_cache_holds(task, options):
