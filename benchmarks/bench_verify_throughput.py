@@ -334,8 +334,9 @@ def main() -> None:
     parser.add_argument("--skip", default="", help="stages to skip: startup,compile")
     parser.add_argument("--records", type=Path, default=None, help="append each run's records here, JSON lines")
     parser.add_argument("--profile", action="store_true", help="profiles on (ncu, torch profiler, clang-tidy)")
+    longest = config.JUDGE_POLL_MAX_S
     parser.add_argument("--judge-poll-max", type=float, default=None,
-                        help=f"watchers' longest wait between looks, s (default {config.JUDGE_POLL_MAX_S})")  # fmt: skip
+                        help=f"the watchers' longest wait between looks, s (default {longest})")  # fmt: skip
     args = parser.parse_args()
     if args.judge_poll_max is not None:  # the watchers live in this process: compare their back-off with none
         if args.judge_poll_max < config.JUDGE_POLL_S:
