@@ -70,9 +70,7 @@ REFERENCE_CACHE_TASKS = 16  # clean references held in memory (LRU); builds take
 REFERENCE_FILE_MAX_BYTES = 32 << 30
 OUTPUTS_FILE_SLACK_BYTES = 16 << 20  # a candidate's outputs file may exceed twice its expected size by this
 JUDGE_POLL_S = 0.002  # how often the parent looks for the candidate's outputs, and the child for the parent's word
-# A watcher's looks back off to this while its child's state stands still: eight watchers looking every 2 ms held
-# the parent's interpreter lock against its judging. A waiting owner wakes a checking child's watcher at once.
-JUDGE_POLL_MAX_S = 0.025
+JUDGE_POLL_MAX_S = 0.025  # a watcher's looks back off to this while its child's state stands still (or an owner waits)
 COMPILE_TIMEOUT_S = 600.0
 LOG_TAIL_BYTES = 8 * 1024
 ERROR_TEXT_BYTES = 8 * 1024
@@ -254,14 +252,14 @@ CPU_EXTENSION_CFLAGS = ("-O3",)
 CUDA_EXTENSION_CFLAGS = ("-O3",)
 CUDA_FAST_MATH_FLAG = "--use_fast_math"
 COMPILE_WORKERS = max(1, (os.cpu_count() or 2) // 2)  # parallel compile children (each runs ninja/nvcc)
-# Candidates per shared build at most. On an H200 box a build cost 17-19 core-s plus about 2 per kernel, on one
-# core (the torch headers dominate), and a failed build is split by the compiler log's blame (batching.blame).
-# A stream's builds are no larger than an even share of the compile workers (all of them busy at once), and its
-# first builds ramp up from COMPILE_FIRST_BATCH_SIZE (4, 8, ...): the device waits for the first build to end.
-# Starting at one (1, 2, 4, ...) added two builds to the start's oversubscribed cores and did not bring the first
-# evaluation forward on an H200 box (docs/gpu-runs.md).
+# Candidates per shared build at most (the torch headers dominate a build: 17-19 core-s plus about 2 a kernel on an
+# H200 box); a stream's builds are no larger than an even share of the compile workers, and its first builds ramp
+# up from COMPILE_FIRST_BATCH_SIZE (4, 8, ...): the device waits for the first build (docs/architecture.md).
 COMPILE_BATCH_SIZE = 16
 COMPILE_FIRST_BATCH_SIZE = 4
+# Windows of candidates (COMPILE_BATCH_SIZE x compile workers) whose builds wait in the queue at once, earlier
+# windows first: the next window's builds take the workers that the last one's stragglers leave idle.
+COMPILE_WINDOWS_IN_FLIGHT = 2
 EVAL_POOL_SIZE = 1  # pre-started evaluation processes per GPU worker, beyond the one running
 # Evaluation workers per device: their children start, load, run checks and get judged side by side; each
 # timing window owns the device (builder/verify/device_gate.py). One on the CPU backend, whose checks would

@@ -14,8 +14,6 @@ one its own compiler message.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -24,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from builder import config
+from builder.verify.build_queue import BuildQueue
 from builder.verify.compile import CompileResult
 
 PYBIND_HEAD = re.compile(r"PYBIND11_MODULE\s*\(\s*TORCH_EXTENSION_NAME\s*,\s*(\w+)\s*\)\s*\{")
@@ -289,6 +288,8 @@ def compile_many(
     on_result: Callable[[int, CompileResult], None] | None = None,
     workers: int = 1,
     first_batch_size: int | None = None,
+    queue: BuildQueue | None = None,
+    window: int = 0,
 ) -> list[CompileResult | None]:
     """Compile candidates (source, language) with shared builds where safe; None for python candidates.
 
@@ -296,18 +297,19 @@ def compile_many(
     together again (two extra builds for one bad candidate). When the log names nobody it is bisected: each half
     built again (in parallel on `executor`), down to the candidate that fails alone. `on_result(index, result)`
     is called as each candidate's build finishes (to start evaluating it). `workers` and `first_batch_size` size
-    the builds (`batch_sizes`).
+    the builds (`batch_sizes`). Returns once every build of these candidates has ended.
 
-    Builds wait in one queue, each worker taking the first: builds of candidates that may still be evaluated
-    before culprits rebuilt for their own message only, each kind in the candidates' order. So a failed build's
-    rebuild goes before later builds still waiting, as its candidates' place says (the device waits for them)."""
+    Builds wait in one queue (`queue`, shared by a stream's windows, numbered by `window`; else one of their
+    own on `executor`), each worker taking the first: an earlier window's builds first; within a window, builds
+    of candidates that may still be evaluated before culprits rebuilt for their own message only, each kind in
+    the candidates' order. So a failed build's rebuild goes before later builds still waiting, as its
+    candidates' place says (the device waits for them)."""
+    queue = queue if queue is not None else BuildQueue(executor)
     batches, alone, _ = plan_batches(sources, batch_size, workers, first_batch_size)
     results: list[CompileResult | None] = [None] * len(sources)
     done = threading.Condition()
     pending = 0
     errors: list[BaseException] = []
-    waiting: list[tuple[tuple[int, int], int, Callable[[Any], None], Any]] = []  # (rank, first index), arrival
-    arrival = itertools.count()
 
     def finish(index: int, result: CompileResult) -> None:
         results[index] = result
@@ -344,36 +346,23 @@ def compile_many(
         for (index, _), name in zip(group, names, strict=True):
             finish(index, replace(shared, symbol_prefix=f"{name}.", batch_size=len(group)))
 
+    def ended(error: BaseException | None) -> None:
+        nonlocal pending
+        with done:
+            if error is not None:
+                errors.append(error)
+            pending -= 1
+            done.notify_all()
+
     def submit(fn: Callable[[Any], None], arg: Any, culprit: bool = False) -> None:
-        """Queue a build and hand the executor one turn: the turn runs whichever build is first by then."""
         nonlocal pending
         first = arg if isinstance(arg, int) else arg[0][0]
         with done:
             pending += 1
-            heapq.heappush(waiting, ((int(culprit), first), next(arrival), fn, arg))
-        if executor is None:
-            run_first()
-            return
         try:
-            executor.submit(run_first)
+            queue.submit((window, int(culprit), first), fn, arg, ended)
         except RuntimeError as exc:  # the pool was shut down (a stopping build): count it as ended
-            errors.append(exc)
-            with done:
-                pending -= 1
-                done.notify_all()
-
-    def run_first() -> None:
-        nonlocal pending
-        with done:
-            _, _, fn, arg = heapq.heappop(waiting)  # one turn per queued build: never empty here
-        try:
-            fn(arg)
-        except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread below
-            errors.append(exc)
-        finally:
-            with done:
-                pending -= 1
-                done.notify_all()
+            ended(exc)
 
     # In the candidates' order: a candidate built alone (a lone one, or one that cannot share a build) is taken
     # in its place, not queued behind every shared build; the first build is the first a worker takes.

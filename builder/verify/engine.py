@@ -7,6 +7,7 @@ Candidate code never runs in this process: compilation happens in `compile_child
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import queue
@@ -28,6 +29,7 @@ from builder.candidates import Candidate
 from builder.tasks import Task
 from builder.verify import batching, environment, verdict
 from builder.verify.baseline_cache import BaselineCache
+from builder.verify.build_queue import BuildQueue
 from builder.verify.compile import CompileResult, build_extension, default_cache_dir
 from builder.verify.evaluation import ReferenceCache, process_reference_cache, run_judged
 from builder.verify.pool import CHILD_MODULE, EvalPool, PooledChild, build_job, child_env
@@ -169,11 +171,8 @@ def start_evaluation(compiled: CompileResult, candidate: Candidate, task: Task, 
     extra["eval_s"] = outcome.wall_s
     extra["isolation"] = outcome.isolation
     if outcome.timed_out:
-        status, error, result = (
-            "timeout",
-            f"evaluation timed out after {options.timeout_s:g} s; process group killed",
-            None,
-        )
+        error = f"evaluation timed out after {options.timeout_s:g} s; process group killed"
+        status, result = "timeout", None
     elif result is None:
         tail = outcome.stderr_tail.strip()
         status, error = "crash", f"child ended without a result ({outcome.describe()}); stderr tail:\n{tail}"
@@ -281,33 +280,52 @@ class Verifier:
         finishers = ThreadPoolExecutor(workers, thread_name_prefix="ka-finish")
         reference_warmers = ThreadPoolExecutor(config.REFERENCE_WARM_WORKERS, thread_name_prefix="ka-reference")
 
+        def compile_window(window: list, number: int, builds: BuildQueue, room: threading.Semaphore) -> None:
+            """Build one window's candidates, each offered to the evaluation workers as its build ends."""
+            try:
+                sources = [(c.source, c.language) for c, _ in window]
+                for index, (candidate, _) in enumerate(window):
+                    if candidate.language == "python":
+                        offer((window[index], CompileResult(ok=True)))
+                # A stopped stream (the build interrupted) kills compiles in flight and skips the rest: the
+                # pool's exit, and the interpreter's, would otherwise wait for every nvcc to finish.
+                first_batch_size = config.COMPILE_FIRST_BATCH_SIZE if number == 0 else None  # the start's ramp
+                batching.compile_many(sources, partial(self._build, cancel=stop), self.options.batch_size,
+                                      on_result=lambda index, result: offer((window[index], result)),
+                                      workers=self.options.compile_workers, first_batch_size=first_batch_size,
+                                      queue=builds, window=number)  # fmt: skip
+            except BaseException as exc:  # noqa: BLE001 - surfaced by stream() in the caller's thread
+                records.put(exc)
+            finally:
+                room.release()
+
         def produce() -> None:
+            compiling: list[threading.Thread] = []
             try:
                 with ThreadPoolExecutor(max(1, self.options.compile_workers)) as executor:
+                    builds = BuildQueue(executor)
+                    room = threading.Semaphore(config.COMPILE_WINDOWS_IN_FLIGHT)
                     window_size = max(1, self.options.batch_size) * max(1, self.options.compile_workers)
-                    first_batch_size: int | None = config.COMPILE_FIRST_BATCH_SIZE  # the first window's ramp
-                    while not stop.is_set() and (window := list(islice(source, window_size))):
+                    for number in itertools.count():
+                        while not stop.is_set() and not room.acquire(timeout=0.5):
+                            continue
+                        if stop.is_set() or not (window := list(islice(source, window_size))):
+                            break
                         for _, task in window:
                             self.baselines.prewarm(task, self.options, warmers, cancel=stop)
                             if self.options.backend == "cuda":  # the device idles through the first compiles
                                 self.references.prewarm(task, self.options, reference_warmers, cancel=stop)
-                        sources = [(c.source, c.language) for c, _ in window]
-                        for index, (candidate, _) in enumerate(window):
-                            if candidate.language == "python":
-                                offer((window[index], CompileResult(ok=True)))
-
-                        def ready(index: int, result: CompileResult, window: list = window) -> None:
-                            offer((window[index], result))
-
-                        # A stopped stream (the build interrupted) kills compiles in flight and skips the rest:
-                        # the pool's exit, and the interpreter's, would otherwise wait for every nvcc to finish.
-                        build = partial(self._build, cancel=stop)
-                        batching.compile_many(sources, build, self.options.batch_size, executor, ready,
-                                              self.options.compile_workers, first_batch_size)  # fmt: skip
-                        first_batch_size = None
+                        thread = threading.Thread(target=compile_window, args=(window, number, builds, room),
+                                                  daemon=True, name=f"ka-window-{number}")  # fmt: skip
+                        thread.start()
+                        compiling.append(thread)
+                    for thread in compiling:  # the executor's exit waits for builds; their offers come first
+                        thread.join()
             except BaseException as exc:  # noqa: BLE001 - surfaced by stream() in the caller's thread
                 records.put(exc)
             finally:
+                for thread in compiling:
+                    thread.join()
                 for _ in range(workers):
                     offer(_DONE)
 

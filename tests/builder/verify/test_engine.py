@@ -293,6 +293,36 @@ def test_a_record_waiting_for_its_tasks_baseline_does_not_hold_up_the_worker(tas
     assert rest[0].speedup_compile is not None  # the baseline it waited for is in it
 
 
+def test_the_next_windows_builds_start_while_the_last_window_still_builds(task, options, monkeypatch):
+    """A window's straggler (a long build, here failing and rebuilt) must not leave the other compile workers, and
+    so the device, idle: the next window's builds take them meanwhile, each window's own builds first."""
+    kernel = (Path(__file__).resolve().parents[2] / "fixtures" / "sandbox" / "add_one.cpp").read_text()
+    spans: list[tuple[set[int], float, float]] = []
+    lock = threading.Lock()
+
+    def fake_build(self, source: str, language: str, cancel=None) -> CompileResult:
+        members = {int(n) for n in re.findall(r"// kernel (\d+)", source)}
+        began = time.monotonic()
+        time.sleep(1.5 if 0 in members else 0.05)  # kernel 0's builds are long
+        with lock:
+            spans.append((members, began, time.monotonic()))
+        return CompileResult(ok=False, error="fake.cpp: error: no compiler here")
+
+    monkeypatch.setattr(Verifier, "_build", fake_build)
+    monkeypatch.setattr(config, "COMPILE_FIRST_BATCH_SIZE", 2)
+    pairs = [(Candidate(task_id=task.id, source=f"{kernel}// kernel {i}\n", language="cpp", kernel_name=f"k{i}"), task)
+             for i in range(12)]  # fmt: skip
+    records = list(Verifier(replace(options, batch_size=2, compile_workers=2)).stream(pairs))
+    assert sorted(r.kernel_name for r in records) == sorted(f"k{i}" for i in range(12))  # none lost, none twice
+    straggler_ends = [end for members, _, end in spans if 0 in members]
+    second_window = [began for members, began, _ in spans if members & {4, 5, 6, 7}]
+    assert len(straggler_ends) == 2  # kernels 0 and 1 together, then kernel 0 alone
+    assert min(second_window) < straggler_ends[0]  # the idle worker went on to the next window
+    second_window_ends = [end for members, _, end in spans if members & {4, 5, 6, 7}]
+    third_window = [began for members, began, _ in spans if members & {8, 9, 10, 11}]
+    assert min(third_window) >= max(second_window_ends)  # two windows at most building at once
+
+
 def test_a_streams_first_builds_ramp_up_and_later_ones_share_the_workers(task, options, monkeypatch):
     """No compiler: a fake build notes which candidates each shared build holds, and fails (so nothing runs)."""
     kernel = (Path(__file__).resolve().parents[2] / "fixtures" / "sandbox" / "add_one.cpp").read_text()
