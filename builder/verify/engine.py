@@ -319,7 +319,7 @@ class Verifier:
                                                   daemon=True, name=f"ka-window-{number}")  # fmt: skip
                         thread.start()
                         compiling.append(thread)
-                    for thread in compiling:  # the executor's exit waits for builds; their offers come first
+                    for thread in compiling:  # every rebuild queued and ended before the pool stops taking them
                         thread.join()
             except BaseException as exc:  # noqa: BLE001 - surfaced by stream() in the caller's thread
                 records.put(exc)
