@@ -293,15 +293,25 @@ def test_a_record_waiting_for_its_tasks_baseline_does_not_hold_up_the_worker(tas
     assert rest[0].speedup_compile is not None  # the baseline it waited for is in it
 
 
+def numbered_cpp_pairs(task, count: int) -> list:
+    """`count` distinct C++ candidates for fake builds, which read each one's `// kernel N` line."""
+    kernel = (Path(__file__).resolve().parents[2] / "fixtures" / "sandbox" / "add_one.cpp").read_text()
+    return [(Candidate(task_id=task.id, source=f"{kernel}// kernel {i}\n", language="cpp", kernel_name=f"k{i}"), task)
+            for i in range(count)]  # fmt: skip
+
+
+def kernel_numbers(source: str) -> set[int]:
+    return {int(n) for n in re.findall(r"// kernel (\d+)", source)}
+
+
 def test_the_next_windows_builds_start_while_the_last_window_still_builds(task, options, monkeypatch):
     """A window's straggler (a long build, here failing and rebuilt) must not leave the other compile workers, and
     so the device, idle: the next window's builds take them meanwhile, each window's own builds first."""
-    kernel = (Path(__file__).resolve().parents[2] / "fixtures" / "sandbox" / "add_one.cpp").read_text()
     spans: list[tuple[set[int], float, float]] = []
     lock = threading.Lock()
 
     def fake_build(self, source: str, language: str, cancel=None) -> CompileResult:
-        members = {int(n) for n in re.findall(r"// kernel (\d+)", source)}
+        members = kernel_numbers(source)
         began = time.monotonic()
         time.sleep(1.5 if 0 in members else 0.05)  # kernel 0's builds are long
         with lock:
@@ -310,9 +320,7 @@ def test_the_next_windows_builds_start_while_the_last_window_still_builds(task, 
 
     monkeypatch.setattr(Verifier, "_build", fake_build)
     monkeypatch.setattr(config, "COMPILE_FIRST_BATCH_SIZE", 2)
-    pairs = [(Candidate(task_id=task.id, source=f"{kernel}// kernel {i}\n", language="cpp", kernel_name=f"k{i}"), task)
-             for i in range(12)]  # fmt: skip
-    records = list(Verifier(replace(options, batch_size=2, compile_workers=2)).stream(pairs))
+    records = list(Verifier(replace(options, batch_size=2, compile_workers=2)).stream(numbered_cpp_pairs(task, 12)))
     assert sorted(r.kernel_name for r in records) == sorted(f"k{i}" for i in range(12))  # none lost, none twice
     straggler_ends = [end for members, _, end in spans if 0 in members]
     second_window = [began for members, began, _ in spans if members & {4, 5, 6, 7}]
@@ -325,20 +333,17 @@ def test_the_next_windows_builds_start_while_the_last_window_still_builds(task, 
 
 def test_a_streams_first_builds_ramp_up_and_later_ones_share_the_workers(task, options, monkeypatch):
     """No compiler: a fake build notes which candidates each shared build holds, and fails (so nothing runs)."""
-    kernel = (Path(__file__).resolve().parents[2] / "fixtures" / "sandbox" / "add_one.cpp").read_text()
     builds: list[set[int]] = []
     lock = threading.Lock()
 
     def fake_build(self, source: str, language: str, cancel=None) -> CompileResult:
         with lock:
-            builds.append({int(n) for n in re.findall(r"// kernel (\d+)", source)})
+            builds.append(kernel_numbers(source))
         return CompileResult(ok=False, error="fake.cpp: error: no compiler here")
 
     monkeypatch.setattr(Verifier, "_build", fake_build)
     monkeypatch.setattr(config, "COMPILE_FIRST_BATCH_SIZE", 2)
-    pairs = [(Candidate(task_id=task.id, source=f"{kernel}// kernel {i}\n", language="cpp", kernel_name=f"k{i}"), task)
-             for i in range(20)]  # fmt: skip
-    records = list(Verifier(replace(options, batch_size=4, compile_workers=2)).stream(pairs))
+    records = list(Verifier(replace(options, batch_size=4, compile_workers=2)).stream(numbered_cpp_pairs(task, 20)))
     assert sorted(r.kernel_name for r in records) == sorted(f"k{i}" for i in range(20))
     assert {r.status for r in records} == {"compile_error"}
     seen: set[int] = set()
