@@ -13,7 +13,8 @@ variant comment (a new source is a new kernel: no compile-cache hits). Prints fi
                                                  [--judge-poll-max S]
 
 While it runs, a stall report (`gate_watch.py`) prints the gate's state and the builder's processes once an
-owner has held the device, or owners have waited for checks, for 30 s.
+owner has held the device, or owners have waited for checks, for 30 s. Under a time limit (`timeout`'s SIGTERM)
+the stream in progress stops and its figures count the records it made.
 
 `--profile` verifies as `kernel-archive build` does on CUDA by default: with Nsight Compute, the torch profiler
 and clang-tidy (where installed) attached to each record.
@@ -28,6 +29,7 @@ import os
 import platform
 import secrets
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -237,6 +239,19 @@ def profile_note(record) -> str:
     return f"  ncu={len(profile.get('kernels') or [])} kernels"
 
 
+class RunCutShort(Exception):
+    """SIGTERM (a time limit's `timeout`) during a stream: it stops, and the figures count the records it made."""
+
+
+CUT_SHORT = threading.Event()  # set once a run was cut short: later stages are skipped
+
+
+def cut_short(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+    CUT_SHORT.set()
+    raise RunCutShort
+
+
 def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path | None = None) -> dict[str, float]:
     gate = device_gate(options.backend, options.device_index)
     before = gate.snapshot()
@@ -252,26 +267,34 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
     census = CpuCensus()
     census.start()
     started = time.monotonic()
-    records, first, first_evaluated, at_first_evaluated, evaluated_at = [], None, None, None, 0
-    for record in verifier.stream(pairs):
-        records.append(record)
-        first = first if first is not None else time.monotonic() - started
-        if first_evaluated is None and record.eval_s is not None:  # compile errors come first, unevaluated
-            first_evaluated, evaluated_at = time.monotonic() - started, len(records)
-            at_first_evaluated = gate.snapshot()  # the device's time before it: the start
-            census.mark("after the first evaluated record")
-        # A line per record: a run cut short still shows the rate it was reaching.
-        phases = phase_log.by_kernel.get(record.kernel_name) or {}
-        where = " ".join(f"{'_'.join(name.split('_')[:2])}={seconds:.1f}" for name, seconds in phases.items()
-                         if not name.startswith("cpu."))  # fmt: skip
-        print(f"  [{time.monotonic() - started:7.1f} s] {len(records):3d} {record.task_id:6s} {record.status:14s} "
-              f"eval {record.eval_s or 0:5.1f} s  {where}{profile_note(record) if options.profile else ''}",
-              flush=True)  # fmt: skip
-        if records_path is not None:  # as they come: a run cut short keeps what it made
-            with records_path.open("a") as out:
-                fields = {name: value for name, value in record_to_dict(record).items() if name not in RECORD_BULK}
-                out.write(json.dumps(dict(fields, bench_label=label), default=str) + "\n")
-    wall = time.monotonic() - started
+    records, first, first_evaluated, at_first_evaluated, evaluated_at, cut_at = [], None, None, None, 0, None
+    stream = verifier.stream(pairs)
+    try:
+        for record in stream:
+            records.append(record)
+            first = first if first is not None else time.monotonic() - started
+            if first_evaluated is None and record.eval_s is not None:  # compile errors come first, unevaluated
+                first_evaluated, evaluated_at = time.monotonic() - started, len(records)
+                at_first_evaluated = gate.snapshot()  # the device's time before it: the start
+                census.mark("after the first evaluated record")
+            # A line per record: a run cut short still shows the rate it was reaching.
+            phases = phase_log.by_kernel.get(record.kernel_name) or {}
+            where = " ".join(f"{'_'.join(name.split('_')[:2])}={seconds:.1f}" for name, seconds in phases.items()
+                             if not name.startswith("cpu."))  # fmt: skip
+            print(f"  [{time.monotonic() - started:7.1f} s] {len(records):3d} {record.task_id:6s} {record.status:14s} "
+                  f"eval {record.eval_s or 0:5.1f} s  {where}{profile_note(record) if options.profile else ''}",
+                  flush=True)  # fmt: skip
+            if records_path is not None:  # as they come: a run cut short keeps what it made
+                with records_path.open("a") as out:
+                    fields = {name: value for name, value in record_to_dict(record).items() if name not in RECORD_BULK}
+                    out.write(json.dumps(dict(fields, bench_label=label), default=str) + "\n")
+    except RunCutShort:  # in the stream's wait or between records: the stream's clean-up runs below
+        cut_at = time.monotonic()
+        print(f"  {label}: cut short after {len(records)} of {len(pairs)} records, at "
+              f"{time.monotonic() - started:.1f} s: the figures count those", flush=True)  # fmt: skip
+    finally:
+        stream.close()  # stops its builds and children (a stream that ended or raised is closed already)
+    wall = (cut_at or time.monotonic()) - started
     sampler.stop()
     watch.stop()
     for line in verifier.start_lines(started, first_evaluated):
@@ -355,7 +378,9 @@ def main() -> None:
     bytecode = bytecode_cache.for_child(resolve_isolation(), [])  # warmed once per environment, not per run
     print(f"children's byte code: {bytecode or 'none (children compile their own)'}, ready after "
           f"{time.perf_counter() - started:.1f} s")  # fmt: skip
-    # Each stage prints as it ends: a run cut short by a time limit still reports what it measured.
+    # Each stage prints as it ends: a run cut short by a time limit still reports what it measured; SIGTERM (as
+    # `timeout` sends) ends the stream in progress with its figures and skips the stages after it.
+    signal.signal(signal.SIGTERM, cut_short)
     # The headline figure first: kernels/hour through the whole engine, cold caches for every setting.
     for workers in settings:
         work = Path(tempfile.mkdtemp(prefix="ka-bench-"))
@@ -366,6 +391,8 @@ def main() -> None:
         print(f"{label}: {count} kernels over {len({t.id for _, t in pairs})} tasks, compile workers "
               f"{options.compile_workers}, batch size {options.batch_size}", flush=True)  # fmt: skip
         show(measure_stream(pairs, options, label, args.records))
+        if CUT_SHORT.is_set():
+            return
     options = VerifyOptions(backend=backend, trials=config.DEFAULT_TRIALS,
                             build_cache_dir=Path(tempfile.mkdtemp(prefix="ka-bench-builds-")))  # fmt: skip
     pairs = corpus(backend, max(options.batch_size, 1), args.tasks)
