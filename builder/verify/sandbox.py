@@ -2,9 +2,10 @@
 
 The child gets its own session (so its whole process group can be killed), an environment scrubbed to
 `config.SANDBOX_ENV_ALLOW`, its scratch directory as cwd and HOME, resource limits, and bounded logs.
-When bubblewrap works it also gets a read-only root, a private /tmp, no network and a private PID
-namespace that dies with it. Without bubblewrap ("process" isolation) a per-run marker in the
-environment lets the parent find and kill descendants that escaped the process group (setsid).
+When bubblewrap works it also gets a read-only root, a private /tmp, no network, no capabilities (also when
+the builder runs as root) and a private PID namespace that dies with it. Without bubblewrap ("process"
+isolation) a per-run marker in the environment lets the parent find and kill descendants that escaped the
+process group (setsid).
 """
 
 from __future__ import annotations
@@ -116,6 +117,10 @@ def _bwrap_base_args(
         path = Path(path).resolve()  # bwrap would resolve a relative source against its own cwd
         args += ["--bind", str(path), str(path)]
     args += ["--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session"]
+    if os.geteuid() == 0:
+        # bwrap started by root leaves the child every capability: it could remount the read-only root writable
+        # and change torch, a task file or another candidate's build. Started by anyone else, it leaves none.
+        args += ["--cap-drop", "ALL"]
     return args
 
 

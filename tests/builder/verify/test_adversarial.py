@@ -24,6 +24,7 @@ SUITES = {"fixtures": REPO / "tests" / "fixtures" / "tasks", "builtin": None}
 MANIFEST = json.loads((CANDIDATES / "fixtures.json").read_text())["fixtures"]
 SECRET_NAME = "KA_FIXTURE_SECRET"
 SPAWN_MARKER = ("sleep", "86399")  # the background process python/host_side_effects_spawns_process.py starts
+ESCAPE_MARKER = "ESCAPED_FROM_SANDBOX"  # what python/incorrect_escapes_read_only_root.py writes if it gets out
 CLI_TIMEOUT_S = 1800
 # The first test of a backend waits for all CLI runs of the session fixture (compiles included).
 SETUP_TIMEOUT_S = 3600
@@ -177,6 +178,18 @@ def test_no_spawned_process_survives_verify(cpu_outcomes):
         if tuple(cmdline[:2]) == SPAWN_MARKER:
             survivors.append(process.pid)
     assert not survivors, f"processes started by a candidate outlived verify: {survivors}"
+
+
+@needs_cli
+@pytest.mark.slow
+@pytest.mark.timeout(SETUP_TIMEOUT_S)
+def test_no_candidate_wrote_outside_its_sandbox(cpu_outcomes):
+    """python/incorrect_escapes_read_only_root.py writes this marker beside its task file if it can remount the
+    sandbox's read-only root writable."""
+    escaped = sorted(str(path) for path in (REPO / "tests" / "fixtures").rglob(ESCAPE_MARKER))
+    for path in escaped:
+        Path(path).unlink()
+    assert not escaped, f"a candidate wrote on the host from inside its sandbox: {escaped}"
 
 
 @needs_cli

@@ -173,6 +173,35 @@ def test_writes_outside_scratch_fail_under_bwrap(tmp_path):
     assert (scratch / "inside.txt").read_text() == "ok"
 
 
+@needs_bwrap
+def test_a_child_keeps_no_capability_and_cannot_remount_the_root_writable(tmp_path):
+    """bwrap started by root leaves the child every capability unless told otherwise: a candidate could then
+    remount the read-only root writable and change torch, a task file or another candidate's build on the host."""
+    probe = config.REPO_ROOT / f"ka-sandbox-probe-{secrets.token_hex(4)}"
+    code = (
+        "import ctypes, os, sys\n"
+        "status = dict(line.split(':', 1) for line in open('/proc/self/status').read().splitlines() if ':' in line)\n"
+        "print('CAPS', status['CapEff'].strip(), status['CapPrm'].strip(), 'NNP', status['NoNewPrivs'].strip())\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "MS_REMOUNT, MS_BIND = 32, 4096\n"
+        "if libc.mount(b'none', b'/', None, MS_REMOUNT | MS_BIND, None) == 0:\n"
+        "    print('REMOUNTED')\n"
+        "    try:\n"
+        "        open(sys.argv[1], 'w').write('escaped')\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "else:\n"
+        "    print('MOUNT DENIED', ctypes.get_errno())\n"
+    )
+    outcome = run_sandboxed(python(code, str(probe)), tmp_path, timeout_s=60, isolation="bwrap")
+    try:
+        assert outcome.returncode == 0, outcome.stderr_tail
+        assert "CAPS 0000000000000000 0000000000000000 NNP 1" in outcome.stdout_tail, outcome.stdout_tail
+        assert "MOUNT DENIED" in outcome.stdout_tail and not probe.exists()
+    finally:
+        probe.unlink(missing_ok=True)
+
+
 def test_resolve_isolation_rejects_unknown_names():
     with pytest.raises(ValueError):
         sandbox.resolve_isolation("docker")
