@@ -10,7 +10,7 @@ variant comment (a new source is a new kernel: no compile-cache hits). Prints fi
 
     python benchmarks/bench_verify_throughput.py [--kernels N] [--tasks N] [--backend cuda|cpu]
                                                  [--eval-workers 1,4] [--skip startup,compile] [--profile]
-                                                 [--judge-poll-max S]
+                                                 [--judge-poll-max S] [--child-start fork|exec]
 
 While it runs, a stall report (`gate_watch.py`) prints the gate's state and the builder's processes once an
 owner has held the device, or owners have waited for checks, for 30 s. Under a time limit (`timeout`'s SIGTERM)
@@ -360,7 +360,12 @@ def main() -> None:
     longest = config.JUDGE_POLL_MAX_S
     parser.add_argument("--judge-poll-max", type=float, default=None,
                         help=f"the watchers' longest wait between looks, s (default {longest})")  # fmt: skip
+    parser.add_argument("--child-start", choices=("fork", "exec"), default=None,
+                        help="pre-started evaluation children forked from a zygote, or exec'd (default: the config's, "
+                             f"{'fork' if config.FORK_EVALUATION_CHILDREN else 'exec'})")  # fmt: skip
     args = parser.parse_args()
+    if args.child_start is not None:  # the pools are made in this process: they read the setting when made
+        config.FORK_EVALUATION_CHILDREN = args.child_start == "fork"
     if args.judge_poll_max is not None:  # the watchers live in this process: compare their back-off with none
         if args.judge_poll_max < config.JUDGE_POLL_S:
             parser.error(f"--judge-poll-max: at least {config.JUDGE_POLL_S} s, not {args.judge_poll_max}")
@@ -373,7 +378,8 @@ def main() -> None:
         parser.error(f"--eval-workers: a comma-separated list of integers, not {args.eval_workers!r}")
     env = environment.environment_fields(backend)
     print(f"machine: {platform.node()} {os.cpu_count()} cores, {env['gpu_name']}, torch {env['torch_version']}, "
-          f"cuda {env['cuda_version']}, nvcc {env['nvcc_version']}, isolation {resolve_isolation()}")  # fmt: skip
+          f"cuda {env['cuda_version']}, nvcc {env['nvcc_version']}, isolation {resolve_isolation()}, evaluation "
+          f"children {'forked' if config.FORK_EVALUATION_CHILDREN else 'exec-d'}")  # fmt: skip
     started = time.perf_counter()
     bytecode = bytecode_cache.for_child(resolve_isolation(), [])  # warmed once per environment, not per run
     print(f"children's byte code: {bytecode or 'none (children compile their own)'}, ready after "

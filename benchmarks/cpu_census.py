@@ -25,7 +25,8 @@ KINDS = (
     (config.SCRATCH_PREFIXES["baseline"], "baseline children"),
     (config.SCRATCH_PREFIXES["reference"], "reference children"),
     (config.SCRATCH_PREFIXES["profiling"], "profiling"),
-    (config.SCRATCH_PREFIXES["evaluation"], "evaluation children"),
+    (config.SCRATCH_PREFIXES["evaluation"], "evaluation children"),  # forked ones too: they work in their scratch
+    (config.SCRATCH_PREFIXES["zygote"], "zygote (imports once, forks)"),
 )
 PARENT = "parent (engine, judge)"
 OTHER = "other"

@@ -246,7 +246,7 @@ SANDBOX_CANCEL_POLL_S = 0.2  # how often a wait that can be cancelled (a stoppin
 # Scratch folders of the sandboxed children, one prefix per kind of work (the throughput bench's CPU census
 # charges a process to the kind its folder names).
 SCRATCH_PREFIXES = {"compile": "ka-compile-", "evaluation": "ka-eval-", "baseline": "ka-baseline-",
-                    "reference": "ka-reference-", "profiling": "ka-ncu-"}  # fmt: skip
+                    "reference": "ka-reference-", "profiling": "ka-ncu-", "zygote": "ka-zygote-"}  # fmt: skip
 CPU_EXTENSION_CFLAGS = ("-O3",)
 # No --use_fast_math by default: it changes numerics (VerifyOptions.fast_math opts in).
 CUDA_EXTENSION_CFLAGS = ("-O3",)
@@ -261,6 +261,11 @@ COMPILE_FIRST_BATCH_SIZE = 4
 # windows first: the next window's builds take the workers that the last one's stragglers leave idle.
 COMPILE_WINDOWS_IN_FLIGHT = 2
 EVAL_POOL_SIZE = 1  # pre-started evaluation processes per GPU worker, beyond the one running
+# Pre-started evaluation children forked from a zygote that imported torch once, each into a bwrap sandbox of its
+# own (builder/verify/zygote.py); without bwrap, or where the zygote cannot start, they are exec'd.
+FORK_EVALUATION_CHILDREN = True
+ZYGOTE_START_TIMEOUT_S = 300.0  # the zygote's imports (torch, torch._dynamo) on a busy box
+FORK_TIMEOUT_S = 60.0  # a sandbox's holder is up, and a child forked into it, within this
 # Evaluation workers per device: their children start, load, run checks and get judged side by side; each
 # timing window owns the device (builder/verify/device_gate.py). One on the CPU backend, whose checks would
 # compete with the compiles for the same cores. On an H200 box, 96 kernels: 997/h with four, 1223/h with eight;

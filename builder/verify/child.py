@@ -365,6 +365,11 @@ def _prepare_process(init_cuda: bool, prime: bool) -> None:
         torch.empty(1, device="cuda")  # create the context now, not inside the first measured call
 
 
+def before_fork() -> None:
+    """A zygote's imports, done once for every child it forks (zygote.py): a pre-start's, less the CUDA context."""
+    _prepare_process(init_cuda=False, prime=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:

@@ -1,10 +1,12 @@
 """Pre-started one-shot evaluation processes (trusted parent side).
 
 Starting an evaluation child costs seconds (Python, torch import, CUDA context). A pool keeps a few
-children started with `python -m builder.verify.child -`: each does its imports and CUDA init, then
-blocks reading one job path from stdin. Taking a process from the pool starts its replacement at once,
-so the next candidate's start-up overlaps the current candidate's run. Each process still serves
-exactly one candidate and is killed with its whole group afterwards.
+children started: each has done its imports and CUDA init, and blocks reading one job path from stdin.
+Under bubblewrap they are forked from a zygote that imported torch once, each into a sandbox of its own
+(`forked.py`); otherwise, or where that fails, they are started as `python -m builder.verify.child -`.
+Taking a process from the pool starts its replacement at once, so the next candidate's start-up overlaps
+the current candidate's run. Each process still serves exactly one candidate and is killed with its whole
+sandbox afterwards.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from builder import config
 from builder.verify.device_gate import DeviceTurn, device_gate
-from builder.verify.sandbox import ChildOutcome, SandboxedProcess, run_sandboxed
+from builder.verify.forked import ForkedProcess, ForkFailed, acquire_zygote, give_up, release_zygote
+from builder.verify.sandbox import ChildOutcome, SandboxedProcess, resolve_isolation, run_sandboxed
 
 if TYPE_CHECKING:
     from builder.candidates import Candidate
@@ -46,8 +49,7 @@ class PooledChild:
         self.process = process
 
     def discard(self) -> None:
-        if self.process.alive():
-            self.process.kill()
+        self.process.kill()  # a forked child's sandbox can outlive the child: it goes too
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
@@ -62,6 +64,7 @@ class EvalPool:
         isolation: str | None = None,
         child_module: str = CHILD_MODULE,
         ro_binds: Sequence[str | Path] = (),
+        fork: bool | None = None,  # None: config.FORK_EVALUATION_CHILDREN
     ) -> None:
         self.size = max(1, size)
         self.gpu = gpu
@@ -75,11 +78,14 @@ class EvalPool:
         self._lock = threading.Lock()
         self._closed = False
         self.started_count = 0
+        fork = config.FORK_EVALUATION_CHILDREN if fork is None else fork
+        usable = fork and resolve_isolation(isolation) == "bwrap"
+        self._zygote = acquire_zygote(child_module, self.env_extra) if usable else None
         self._fill()
 
     def _start_one(self) -> PooledChild:
         scratch = Path(tempfile.mkdtemp(prefix=config.SCRATCH_PREFIXES["evaluation"]))
-        process = SandboxedProcess(
+        process = self._fork_one(scratch) or SandboxedProcess(
             child_argv("-", self.child_module),
             scratch,
             gpu=self.gpu,
@@ -90,6 +96,17 @@ class EvalPool:
         )
         self.started_count += 1
         return PooledChild(scratch, process)
+
+    def _fork_one(self, scratch: Path) -> SandboxedProcess | None:
+        """A child forked from the zygote into a sandbox of its own, or None: exec one (no bwrap, no zygote)."""
+        if self._zygote is None:
+            return None
+        try:
+            return ForkedProcess(self._zygote, scratch, self.gpu, self.env_extra, self.ro_binds)
+        except ForkFailed as exc:
+            give_up(self._zygote, str(exc))
+            self._zygote = None
+            return None
 
     def _fill(self) -> None:
         with self._lock:
@@ -126,9 +143,14 @@ class EvalPool:
 
     def close(self) -> None:
         with self._lock:
+            if self._closed:
+                return
             self._closed = True
             while self._ready:
                 self._ready.popleft().discard()
+            if self._zygote is not None:
+                release_zygote(self.child_module, self.env_extra)
+                self._zygote = None
 
     def __enter__(self) -> EvalPool:
         return self

@@ -52,12 +52,19 @@ def sweep_marked(marker: str, sig: int = signal.SIGKILL, namespace: str | None =
 
 def child_namespace(pid: int) -> str | None:
     """The first PID namespace among `pid`'s descendants that is not this process's (bwrap's inner one)."""
+    member = namespace_member(pid)
+    return member[1] if member else None
+
+
+def namespace_member(pid: int) -> tuple[int, str] | None:
+    """The first of `pid`'s descendants in another PID namespace than this process (under bwrap: the sandbox's
+    init), with that namespace."""
     own = _pid_namespace(os.getpid())
     try:
         for descendant in psutil.Process(pid).children(recursive=True):
             namespace = _pid_namespace(descendant.pid)
             if namespace is not None and namespace != own:
-                return namespace
+                return descendant.pid, namespace
     except psutil.Error:
         pass
     return None

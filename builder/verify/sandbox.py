@@ -139,8 +139,9 @@ def sandbox_env(scratch: Path, marker: str, env_extra: dict[str, str] | None = N
     return env
 
 
-def _limit_resources(cores: set[int] | None = None) -> None:
-    """preexec_fn: runs in the child between fork and exec (no imports here: another thread may hold a lock)."""
+def limit_resources(cores: set[int] | None = None) -> None:
+    """A child's limits, set in it before its code runs: between fork and exec (preexec_fn: no imports here, another
+    thread may hold a lock), or by a zygote's fork."""
     if cores:  # the cores kept for timing windows are not this child's (until it owns a device)
         try:
             os.sched_setaffinity(0, cores)
@@ -175,6 +176,13 @@ class SandboxedProcess:
         stdin_pipe: bool = False,
         ro_binds: Sequence[str | Path] = (),
     ) -> None:
+        command, env = self._prepare(argv, scratch_dir, extra_binds, gpu, env_extra, isolation, ro_binds)
+        self.proc = self._spawn(command, env, subprocess.PIPE if stdin_pipe else subprocess.DEVNULL, self._stdout)
+
+    def _prepare(self, argv: Sequence[str], scratch_dir: str | Path, extra_binds: Sequence[str | Path], gpu: bool,
+                 env_extra: dict[str, str] | None, isolation: str | None,
+                 ro_binds: Sequence[str | Path]) -> tuple[list[str], dict[str, str]]:  # fmt: skip
+        """The state every sandboxed process starts with; the command line and environment that start it."""
         self.scratch = Path(scratch_dir).resolve()
         self.scratch.mkdir(parents=True, exist_ok=True)
         self.isolation = resolve_isolation(isolation)
@@ -198,15 +206,18 @@ class SandboxedProcess:
         self._holds = 0
         self._hold_lock = threading.Lock()
         self._pid_ns: str | None = None
-        self.proc = subprocess.Popen(
+        return command, env
+
+    def _spawn(self, command: list[str], env: dict[str, str], stdin: int, stdout: IO[bytes] | int) -> subprocess.Popen:
+        return subprocess.Popen(
             command,
             cwd=self.scratch,
             env=env,
-            stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
-            stdout=self._stdout,
+            stdin=stdin,
+            stdout=stdout,
             stderr=self._stderr,
             start_new_session=True,
-            preexec_fn=functools.partial(_limit_resources, work_cores()),
+            preexec_fn=functools.partial(limit_resources, work_cores()),
             close_fds=True,
         )
 
@@ -301,6 +312,23 @@ class SandboxedProcess:
             self.proc.kill()
             self.proc.wait()
 
+    def _wait_exit(self, timeout_s: float) -> bool:
+        """Whether the child has exited, waiting up to `timeout_s` for it."""
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def _exit_status(self) -> tuple[int | None, int | None]:
+        """(returncode, signal) of the exited child."""
+        returncode = self.proc.returncode
+        if returncode is not None and returncode < 0:
+            return returncode, -returncode
+        if self.isolation == "bwrap" and returncode is not None and 128 < returncode <= 128 + 64:
+            return returncode, returncode - 128  # bwrap reports a signalled child as 128 + signal
+        return returncode, None
+
     def wait(self, timeout_s: float, cancel: threading.Event | None = None) -> ChildOutcome:
         """The child's outcome once it exits or `timeout_s` (from its start) passes; SandboxCancelled, the child
         killed, as soon as `cancel` is set."""
@@ -309,31 +337,22 @@ class SandboxedProcess:
             # Time held (stopped, or waiting for the parent's word) moves the deadline: re-read it each slice.
             deadline = self.started + timeout_s + self.held_s()
             remaining = max(0.0, deadline - time.monotonic())
-            slice_s = min(remaining, config.SANDBOX_CANCEL_POLL_S)
-            try:
-                self.proc.wait(timeout=slice_s)
+            if self._wait_exit(min(remaining, config.SANDBOX_CANCEL_POLL_S)):
                 break
-            except subprocess.TimeoutExpired:
-                if cancel is not None and cancel.is_set():
-                    self.kill()
-                    self._stdout.close()
-                    self._stderr.close()
-                    raise SandboxCancelled(f"stopped after {time.monotonic() - self.started:.1f} s") from None
-                if time.monotonic() >= self.started + timeout_s + self.held_s():
-                    timed_out = True
-                    break
+            if cancel is not None and cancel.is_set():
+                self.kill()
+                self._stdout.close()
+                self._stderr.close()
+                raise SandboxCancelled(f"stopped after {time.monotonic() - self.started:.1f} s") from None
+            if time.monotonic() >= self.started + timeout_s + self.held_s():
+                timed_out = True
+                break
         wall_s = time.monotonic() - self.started
         # Also after a normal exit: nothing the child started may outlive it.
         self.kill()
-        returncode = self.proc.returncode
-        sig = None
-        if not timed_out:
-            if returncode is not None and returncode < 0:
-                sig = -returncode
-            elif self.isolation == "bwrap" and returncode is not None and 128 < returncode <= 128 + 64:
-                sig = returncode - 128  # bwrap reports a signalled child as 128 + signal
+        returncode, sig = (None, None) if timed_out else self._exit_status()
         outcome = ChildOutcome(
-            returncode=None if timed_out else returncode,
+            returncode=returncode,
             signal=sig,
             timed_out=timed_out,
             stdout_tail=_tail(self._stdout, config.LOG_TAIL_BYTES),

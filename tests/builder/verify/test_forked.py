@@ -1,0 +1,202 @@
+"""Children forked from a zygote, each into a bubblewrap sandbox of its own: confined as an exec'd child is, apart
+from each other, ended with their sandbox, and replaced by exec'd children wherever forking cannot work."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from builder import config
+from builder.verify import forked, sandbox, zygote
+from builder.verify.forked import ForkedProcess
+from builder.verify.pool import EvalPool
+from builder.verify.sandbox import SandboxedProcess
+
+PROBE_CHILD = "tests.fixtures.sandbox.probe_child"
+needs_bwrap = pytest.mark.skipif(not sandbox.bwrap_usable(), reason="bubblewrap not usable here")
+ZERO_CAPS = {name: "0000000000000000" for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")}
+
+
+def run_job(child, job: dict, timeout_s: float = 60) -> tuple[dict | None, sandbox.ChildOutcome]:
+    job = {"result_path": str(child.scratch / "result.json"), **job}
+    job_path = child.scratch / "job.json"
+    job_path.write_text(json.dumps(job))
+    child.process.restart_clock()
+    child.process.send(str(job_path))
+    outcome = child.process.wait(timeout_s)
+    result_path = Path(job["result_path"])
+    return (json.loads(result_path.read_text()) if result_path.exists() else None), outcome
+
+
+def with_holder(pid: int) -> list[psutil.Process]:
+    """Processes of the zygote and its supervisors (their command line names the probe module)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        if proc.info["status"] != psutil.STATUS_ZOMBIE and PROBE_CHILD in " ".join(proc.info["cmdline"] or []):
+            found.append(proc)
+    return [proc for proc in found if proc.pid != pid]
+
+
+@needs_bwrap
+def test_forked_children_are_confined_as_exec_children_and_apart_from_each_other(tmp_path, monkeypatch):
+    monkeypatch.setenv("KA_PROBE_SECRET", "leaked-if-you-can-read-this")
+    probe = config.REPO_ROOT / f"ka-forked-probe-{secrets.token_hex(4)}"
+    reports = {}
+    try:
+        for fork in (True, False):
+            with EvalPool(2, gpu=False, child_module=PROBE_CHILD, fork=fork) as pool:
+                first, second = pool.take(), pool.take()
+                assert isinstance(first.process, ForkedProcess) is fork
+                job = {"sibling_scratch": str(second.scratch), "parent_pid": os.getpid(), "write_probe": str(probe)}
+                result, outcome = run_job(first, job)
+                assert outcome.returncode == 0 and outcome.isolation == "bwrap", outcome.stderr_tail
+                reports[fork] = result
+                for child in (first, second):
+                    child.discard()
+    finally:
+        probe.unlink(missing_ok=True)
+    for found in reports.values():
+        held = {name: value for name, value in found["caps"].items() if name != "CapBnd"}
+        assert held == {name: ZERO_CAPS[name] for name in held}, found  # none to use, as root too
+        assert found["no_new_privs"] == "1" and found["remount"] == "denied", found
+        assert found["network"].startswith("denied") and found["write_host"].startswith("denied"), found
+        assert found["signal_parent"].startswith("denied") and not found["sibling_visible"], found
+        assert found["secret_env"] is None, found
+        assert found["home"] == found["tmpdir"] == found["cwd"] and found["tmp"] == [Path(found["cwd"]).name], found
+        # Nothing of the zygote's, its supervisor's or the parent's: stdin, stdout, stderr and the listing's own.
+        assert found["descriptors"] == [0, 1, 2, 3], found
+        assert max(found["pids_visible"]) < 10, found  # its own PID namespace: bwrap's few processes and its own
+    assert reports[True]["caps"]["CapBnd"] == ZERO_CAPS["CapBnd"]  # a forked child cannot regain one by exec
+    assert reports[True]["session_leader"]  # a session of its own, as bwrap's --new-session gives
+
+
+@needs_bwrap
+def test_a_forked_child_that_crashes_times_out_or_escapes_leaves_nothing(tmp_path):
+    with EvalPool(1, gpu=False, child_module=PROBE_CHILD) as pool:
+        crashing = pool.take()
+        assert isinstance(crashing.process, ForkedProcess)
+        result, outcome = run_job(crashing, {"do": "segfault"})
+        assert result is None and outcome.signal == signal.SIGSEGV and not outcome.timed_out
+        crashing.discard()
+
+        hanging = pool.take()
+        namespace = hanging.process._pid_ns
+        result, outcome = run_job(hanging, {"do": "escape_and_hang"}, timeout_s=3)
+        assert outcome.timed_out and result is None
+        hanging.discard()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and _in_namespace(namespace):
+            time.sleep(0.1)
+        assert not _in_namespace(namespace), "a process of the killed sandbox survived"
+        assert not [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [])[:2] == ["sleep", "86398"]]
+    assert with_holder(os.getpid()) == [], "the zygote or a supervisor outlived the pool"
+
+
+def _in_namespace(namespace: str) -> list[int]:
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if os.readlink(f"/proc/{proc.pid}/ns/pid") == namespace and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc.pid)
+        except (OSError, psutil.Error):
+            continue
+    return found
+
+
+@needs_bwrap
+def test_the_gate_stops_and_continues_a_forked_child(tmp_path):
+    with EvalPool(1, gpu=False, child_module=PROBE_CHILD) as pool:
+        child = pool.take()
+        waiting = psutil.Process(child.process.child_pid)
+        child.process.pause()
+        assert _eventually(lambda: waiting.status() == psutil.STATUS_STOPPED)
+        child.process.resume()
+        assert _eventually(lambda: waiting.status() != psutil.STATUS_STOPPED)
+        result, outcome = run_job(child, {})
+        assert outcome.returncode == 0 and result["caps"] == ZERO_CAPS
+        child.discard()
+
+
+def _eventually(condition, within_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@needs_bwrap
+def test_a_zygote_that_cannot_start_leaves_exec_children(caplog):
+    with caplog.at_level(logging.WARNING), EvalPool(1, gpu=False, child_module="tests.fixtures.sandbox.no_such"):
+        pass
+    assert "exec'd, not forked" in caplog.text and "ModuleNotFoundError" in caplog.text
+    with EvalPool(1, gpu=False, child_module=PROBE_CHILD) as pool:  # another module: its own zygote
+        child = pool.take()
+        assert isinstance(child.process, ForkedProcess)
+        child.discard()
+
+
+@needs_bwrap
+def test_a_child_that_cannot_join_its_sandbox_is_exec_d_instead(monkeypatch, caplog):
+    # A holder that never says it is up: the sandbox is not there to join.
+    monkeypatch.setattr(forked, "SANDBOX_HOLDER", ("sleep", "30"))
+    monkeypatch.setattr(config, "FORK_TIMEOUT_S", 2.0)
+    with caplog.at_level(logging.WARNING), EvalPool(1, gpu=False, child_module=PROBE_CHILD) as pool:
+        child = pool.take()
+        assert type(child.process) is SandboxedProcess
+        result, outcome = run_job(child, {})
+        assert outcome.returncode == 0 and result["no_new_privs"] == "1"
+        child.discard()
+    assert "the sandbox did not come up" in caplog.text
+    assert with_holder(os.getpid()) == []
+
+
+def test_a_process_in_no_sandbox_of_its_own_cannot_be_joined():
+    with pytest.raises(OSError, match="namespace"):
+        zygote.join_sandbox(os.getppid(), "/")
+
+
+def test_fork_problem_names_a_loaded_cuda_driver(tmp_path):
+    maps = tmp_path / "maps"
+    maps.write_text("7f0000000000-7f0000001000 r-xp 00000000 00:00 1 /usr/lib/x86_64-linux-gnu/libcuda.so.580\n")
+    assert "CUDA driver" in zygote.fork_problem(maps)
+    assert zygote.fork_problem() is None  # this process (CPU torch, or no CUDA call yet) has no driver loaded
+
+
+def test_the_zygote_entry_point_says_how_to_use_it():
+    done = subprocess.run([sys.executable, "-m", "builder.verify.zygote"], capture_output=True, text=True,
+                          cwd=config.REPO_ROOT, timeout=60)  # fmt: skip
+    assert done.returncode == 2 and done.stderr.startswith("usage: python -m builder.verify.zygote")
+
+
+@pytest.mark.gpu
+def test_the_real_child_s_zygote_never_loads_the_cuda_driver():
+    """A CUDA context does not survive a fork: the zygote's imports must leave the driver unloaded."""
+    code = "from builder.verify import child, zygote; child.before_fork(); print(zygote.fork_problem())"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=config.REPO_ROOT,
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip() == "None", done.stdout + done.stderr
+
+
+@needs_bwrap
+@pytest.mark.gpu
+def test_a_forked_child_makes_its_own_cuda_context():
+    with EvalPool(1, gpu=True, env_extra={"CUDA_VISIBLE_DEVICES": "0"}, child_module=PROBE_CHILD) as pool:
+        child = pool.take()
+        assert isinstance(child.process, ForkedProcess)  # not an exec'd child standing in for a failed fork
+        result, outcome = run_job(child, {"cuda": True})
+        assert outcome.returncode == 0, outcome.stderr_tail
+        assert result["cuda"] == {"available": True, "bad_fork": False, "sum": 1024.0}, result
+        assert result["caps"] == ZERO_CAPS and result["network"].startswith("denied")
+        child.discard()
