@@ -2,8 +2,8 @@
 
 The child gets its own session (so its whole process group can be killed), an environment scrubbed to
 `config.SANDBOX_ENV_ALLOW`, its scratch directory as cwd and HOME, resource limits, and bounded logs.
-When bubblewrap works it also gets a read-only root, a private /tmp, no network, no capabilities (also when
-the builder runs as root) and a private PID namespace that dies with it. Without bubblewrap ("process"
+When bubblewrap works it also gets a read-only root, a private /tmp, no network, no capabilities and read-only
+host-wide /proc settings (also when the builder runs as root) and a private PID namespace that dies with it. Without bubblewrap ("process"
 isolation) a per-run marker in the environment lets the parent find and kill descendants that escaped the
 process group (setsid).
 """
@@ -36,6 +36,10 @@ from builder.verify.device_gate import work_cores
 from builder.verify.process_tree import MARKER_ENV, child_namespace, marked, sweep_marked
 
 ISOLATIONS = ("bwrap", "process")
+# /proc entries that change the whole host, read-only in the sandbox: a process whose uid is root writes sysctls
+# (kernel.core_pattern would run a program of its choosing as root on the host at the next crash), IRQ affinities
+# and the like on its uid alone, capabilities dropped or not.
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
 
 
 class SandboxCancelled(Exception):
@@ -107,7 +111,10 @@ def _bwrap_base_args(
     if gpu:
         for node in _gpu_device_nodes():
             args += ["--dev-bind", node, node]
-    args += ["--proc", "/proc", "--tmpfs", "/tmp"]
+    args += ["--proc", "/proc"]
+    for entry in PROC_READ_ONLY:  # host-wide settings that a root uid may write without any capability
+        args += ["--ro-bind-try", entry, entry]
+    args += ["--tmpfs", "/tmp"]
     # Binds come after --tmpfs /tmp so what the child needs under /tmp shows through the private /tmp:
     # read-only inputs first (libraries, task files), then the writable dirs (which may lie inside them).
     for path in dict.fromkeys(Path(p).resolve() for p in ro_binds):

@@ -70,6 +70,7 @@ def test_forked_children_are_confined_as_exec_children_and_apart_from_each_other
         assert held == {name: ZERO_CAPS[name] for name in held}, found  # none to use, as root too
         assert found["no_new_privs"] == "1" and found["remount"] == "denied", found
         assert found["network"].startswith("denied") and found["write_host"].startswith("denied"), found
+        assert found["sysctl"].startswith("denied"), found
         assert found["signal_parent"].startswith("denied") and not found["sibling_visible"], found
         assert found["secret_env"] is None, found
         assert found["home"] == found["tmpdir"] == found["cwd"] and found["tmp"] == [Path(found["cwd"]).name], found

@@ -202,6 +202,26 @@ def test_a_child_keeps_no_capability_and_cannot_remount_the_root_writable(tmp_pa
         probe.unlink(missing_ok=True)
 
 
+@needs_bwrap
+def test_a_child_cannot_change_host_wide_kernel_settings(tmp_path):
+    """Under root, a sysctl is written on the uid alone: kernel.core_pattern set to "|/tmp/ka-eval-.../x" (a path
+    the scratch has on the host too) would run the candidate's program as root on the host at the next crash. The
+    probe writes back the value it read, so a sandbox that fails this test changes nothing."""
+    code = (
+        "for path in ('/proc/sys/kernel/core_pattern', '/proc/sys/vm/swappiness'):\n"
+        "    value = open(path).read()\n"
+        "    try:\n"
+        "        with open(path, 'w') as setting:\n"
+        "            setting.write(value)\n"
+        "        print('WROTE', path)\n"
+        "    except OSError as exc:\n"
+        "        print('DENIED', path, exc.errno)\n"
+    )
+    outcome = run_sandboxed(python(code), tmp_path, timeout_s=60, isolation="bwrap")
+    assert outcome.returncode == 0, outcome.stderr_tail
+    assert "WROTE" not in outcome.stdout_tail and outcome.stdout_tail.count("DENIED") == 2, outcome.stdout_tail
+
+
 def test_resolve_isolation_rejects_unknown_names():
     with pytest.raises(ValueError):
         sandbox.resolve_isolation("docker")
