@@ -85,6 +85,11 @@ BYTECODE_WARM_MODULES = ("torch", "torch._dynamo", "torch.profiler", "torch.util
                          "builder.verify.reference", "builder.verify.baselines", "builder.verify.compile_child",
                          "builder.verify.op_census", "builder.verify.side_stream")  # fmt: skip
 BYTECODE_WARM_TIMEOUT_S = 600.0
+# Credentials the builder's user may keep at home, hidden from sandboxed children under bwrap (an empty folder or
+# file in their place; also $HF_HOME, $HF_TOKEN_PATH and $XDG_CACHE_HOME/huggingface): a candidate could otherwise
+# write the Hub token into an error message that the archive publishes.
+SANDBOX_HIDDEN_PATHS = ("~/.cache/huggingface", "~/.huggingface", "~/.ssh", "~/.netrc", "~/.git-credentials",
+                        "~/.aws", "~/.config/gcloud", "~/.docker", "~/.pypirc", "~/.kaggle")  # fmt: skip
 # Environment variables a candidate may see; everything else (tokens, keys) is scrubbed.
 SANDBOX_ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "TERM", "TZ", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
                      "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "TORCH_CUDA_ARCH_LIST", "OMP_NUM_THREADS", "MAX_JOBS",

@@ -2,10 +2,10 @@
 
 The child gets its own session (so its whole process group can be killed), an environment scrubbed to
 `config.SANDBOX_ENV_ALLOW`, its scratch directory as cwd and HOME, resource limits, and bounded logs.
-When bubblewrap works it also gets a read-only root, a private /tmp, no network, no capabilities and read-only
-host-wide /proc settings (also when the builder runs as root) and a private PID namespace that dies with it. Without bubblewrap ("process"
-isolation) a per-run marker in the environment lets the parent find and kill descendants that escaped the
-process group (setsid).
+When bubblewrap works it also gets a read-only root with the user's credentials hidden, a private /tmp, no
+network, no capabilities and read-only host-wide /proc settings (also when the builder runs as root), and a
+private PID namespace that dies with it. Without bubblewrap ("process" isolation) a per-run marker in the
+environment lets the parent find and kill descendants that escaped the process group (setsid).
 """
 
 from __future__ import annotations
@@ -108,6 +108,8 @@ def _bwrap_base_args(
     scratch: Path | None, extra_binds: Sequence[str | Path], gpu: bool, ro_binds: Sequence[str | Path] = ()
 ) -> list[str]:
     args = ["--ro-bind", "/", "/", "--dev", "/dev"]
+    for secret in hidden_paths():
+        args += ["--tmpfs", str(secret)] if secret.is_dir() else ["--ro-bind", "/dev/null", str(secret)]
     if gpu:
         for node in _gpu_device_nodes():
             args += ["--dev-bind", node, node]
@@ -129,6 +131,16 @@ def _bwrap_base_args(
         # and change torch, a task file or another candidate's build. Started by anyone else, it leaves none.
         args += ["--cap-drop", "ALL"]
     return args
+
+
+def hidden_paths() -> list[Path]:
+    """The credentials no child may read (config.SANDBOX_HIDDEN_PATHS, and where the Hub's token lives by the
+    environment), those that exist, links resolved."""
+    names = [os.path.expanduser(name) for name in config.SANDBOX_HIDDEN_PATHS]
+    names += [os.environ[name] for name in ("HF_HOME", "HF_TOKEN_PATH") if os.environ.get(name)]
+    if os.environ.get("XDG_CACHE_HOME"):
+        names.append(os.path.join(os.environ["XDG_CACHE_HOME"], "huggingface"))
+    return list(dict.fromkeys(Path(name).resolve() for name in names if os.path.exists(name)))
 
 
 def sandbox_env(scratch: Path, marker: str, env_extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import shutil
 import signal
 import sys
 import threading
@@ -220,6 +221,35 @@ def test_a_child_cannot_change_host_wide_kernel_settings(tmp_path):
     outcome = run_sandboxed(python(code), tmp_path, timeout_s=60, isolation="bwrap")
     assert outcome.returncode == 0, outcome.stderr_tail
     assert "WROTE" not in outcome.stdout_tail and outcome.stdout_tail.count("DENIED") == 2, outcome.stdout_tail
+
+
+@needs_bwrap
+def test_the_users_credentials_are_hidden_from_a_child(tmp_path, monkeypatch):
+    """A candidate that reads the Hub token could put it in an error message the archive publishes. The fake home
+    lies outside /tmp, which the sandbox replaces anyway."""
+    home = Path.home() / ".cache" / "kernel-archive-tests" / f"home-{secrets.token_hex(4)}"
+    token_file = home / "elsewhere" / "hub-token"
+    secrets_on_disk = [home / ".cache" / "huggingface" / "token", home / ".netrc", home / ".ssh" / "id_ed25519",
+                       token_file]  # fmt: skip
+    for path in secrets_on_disk:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("hf_secret_on_disk")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("HF_TOKEN_PATH", str(token_file))
+    code = (
+        "import sys\n"
+        "for path in sys.argv[1:]:\n"
+        "    try:\n"
+        "        print('READ' if 'secret' in open(path).read() else 'EMPTY', path)\n"
+        "    except OSError as exc:\n"
+        "        print('DENIED', path, exc.errno)\n"
+    )
+    try:
+        outcome = run_sandboxed(python(code, *map(str, secrets_on_disk)), tmp_path, 60, isolation="bwrap")
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    assert outcome.returncode == 0, outcome.stderr_tail
+    assert "READ" not in outcome.stdout_tail and outcome.stdout_tail.count("\n") == 4, outcome.stdout_tail
 
 
 def test_resolve_isolation_rejects_unknown_names():
