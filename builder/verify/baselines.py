@@ -51,7 +51,7 @@ def run_baselines(task_module: Any, job: dict[str, Any]) -> dict[str, Any]:
         _first_calls(compiled_sets, device)
     except Exception as exc:  # noqa: BLE001 - inductor failures are recorded, not raised
         result["compile_error"] = f"torch.compile failed: {exception_text(exc)}"
-    from builder.verify.child import await_turn
+    from builder.verify.child_words import await_turn
 
     await_turn(job, "go_path")  # set up: time once the parent owns the device for the baselines
     try:

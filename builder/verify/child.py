@@ -23,7 +23,6 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import json
-import math
 import os
 import sys
 import time
@@ -31,26 +30,9 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from builder.verify import child_words
+
 CANDIDATE_MODULE_NAME = "ka_candidate_model_new"
-
-
-def _finite(value: Any) -> Any:
-    """JSON without NaN/Infinity: non-finite numbers become null (the parent parses strict JSON)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
-def write_result(path: str | Path, result: dict[str, Any]) -> None:
-    """Write the result next to its final name, then rename: the parent never reads half a file."""
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(_finite(result), default=str, allow_nan=False))
-    os.replace(temporary, path)
 
 
 def load_extension_forward(library_path: str, module_name: str, symbol: str = "forward") -> Any:
@@ -107,71 +89,12 @@ def run_reference_job(job: dict[str, Any]) -> dict[str, Any]:
     from builder.verify.reference import compute_reference
 
     task_module = _load_task(job)
-    await_turn(job, "go_path")  # the device is shared with checks, never with a timing window
+    child_words.await_turn(job, "go_path")  # the device is shared with checks, never with a timing window
     bundle = compute_reference(task_module, job)
     if bundle.manifest.get("error"):
         return {**_failure("runtime_error", bundle.manifest["error"], "task"), "manifest": bundle.manifest}
     tensor_files.write_dir(job["outputs_dir"], bundle.outputs)
     return {"status": "correct", "flags": [], "error": None, "manifest": bundle.manifest}
-
-
-def await_word(path: str) -> str:
-    """The parent's word in `path`, once it is there (the parent's timeout bounds the wait)."""
-    from builder import config
-
-    word = Path(path)
-    while not word.exists():
-        time.sleep(config.JUDGE_POLL_S)
-    return word.read_text().strip()
-
-
-def await_turn(job: dict[str, Any], word_key: str) -> str | None:
-    """Say this child is set up (`ready_path`) and wait for the parent's word in job[word_key]: its turn on the
-    device (device_gate). None when the job asks for no hand-shake."""
-    if not job.get("ready_path") or not job.get(word_key):
-        return None
-    write_result(job["ready_path"], {"ready": True})
-    return await_word(job[word_key])
-
-
-class YieldPoint:
-    """Between two steps of the checks (or of preparing the timing sets): if the parent asks (`pause.N`, an owner
-    waits for the device), finish this process's device work, answer `paused.N` and wait for `resume.N`. The
-    verdicts do not depend on it: nothing of this process is touched meanwhile."""
-
-    def __init__(self, job: dict[str, Any]) -> None:
-        self.pause = Path(job["pause_path"]) if job.get("pause_path") else None
-        self.device = "cuda" if job.get("backend") == "cuda" else "cpu"
-        self.round = 1
-        self.waited_s = 0.0
-
-    def __call__(self) -> None:
-        from builder.verify.device_gate import yield_words
-
-        if self.pause is None:
-            return
-        asked, paused, resume = yield_words(self.pause, self.round)
-        if not asked.exists():
-            return
-        from builder.verify.checks import CandidateFailure, exception_text
-        from builder.verify.compare import sync
-
-        began = time.perf_counter()
-        try:
-            sync(self.device)  # nothing of ours left queued (side streams too) on the device the owner times on
-        except Exception as exc:  # noqa: BLE001 - a CUDA error the candidate's work left
-            raise CandidateFailure(exception_text(exc)) from None
-        paused.write_text("paused")
-        await_word(str(resume))
-        self.round += 1
-        self.waited_s += time.perf_counter() - began
-
-
-def _await_judgement(job: dict[str, Any]) -> bool:
-    """Wait for the parent's word on the checks' outputs: time the candidate only if they passed (the timing
-    budget is not spent on incorrect kernels) and once the device is the window's alone."""
-    go_path = job.get("go_path")
-    return True if not go_path else await_word(go_path) == "time"
 
 
 class _Phases:
@@ -214,7 +137,7 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
     phases.done("load_task_and_fingerprint")
     # The checks may share the device with other candidates' checks, never with a timing window; candidate code
     # loads only after the grant.
-    await_turn(job, "checks_go_path")
+    child_words.await_turn(job, "checks_go_path")
     phases.done("wait_for_checks")
     try:
         binding = _load_binding(job)
@@ -223,7 +146,7 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - untrusted module code runs on import
         return _failure("runtime_error", f"candidate failed to load: {exception_text(exc)}", "candidate")
     phases.done("load_candidate")
-    yield_point = YieldPoint(job)
+    yield_point = child_words.YieldPoint(job)
     run = run_candidate_side(binding, task_module, job, manifest, between_steps=yield_point)
     phases.done("checks")
     phases.seconds["checks_yielded_to_timing"] = round(yield_point.waited_s, 4)  # within "checks"
@@ -240,7 +163,7 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
             prepare_error = exception_text(exc)
         phases.done("prepare_timing")
     packed = tensor_files.pack_each(run.outputs)  # the last device work of the checks: copies to the host
-    _say(job, "checks_done_path", "done")  # the parent may end this child's shared hold: files are host work
+    child_words.say(job, "checks_done_path", "done")  # the parent may end this child's shared hold: files are host
     if first_outputs is not None:
         try:
             tensor_files.write_dir(job["timing_outputs_dir"], first_outputs, packed=True)
@@ -256,7 +179,7 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
     phases.done("write_outputs")
     if not wants_timing:
         return result
-    timing_granted = _await_judgement(job)
+    timing_granted = child_words.await_judgement(job)
     phases.done("wait_for_judgement_and_device")
     if not timing_granted:
         return result
@@ -279,7 +202,7 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
         return result
     # The timed calls are over and synchronised: the parent may give the device to the next window while this
     # process writes files and exits (it is stopped, as every member, while another owns the device).
-    _say(job, "timed_path", "timed")
+    child_words.say(job, "timed_path", "timed")
     if "error" in timed:  # outputs went stale across calls: a cached result
         result.update(status="incorrect", error=timed["error"])
         return result
@@ -289,11 +212,6 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
     result.update(timed)
     phases.done("write_timed_outputs_and_fingerprint")
     return result
-
-
-def _say(job: dict[str, Any], key: str, word: str) -> None:
-    if job.get(key):
-        Path(job[key]).write_text(word)
 
 
 def run_ncu(job: dict[str, Any]) -> dict[str, Any]:
@@ -308,7 +226,7 @@ def run_ncu(job: dict[str, Any]) -> dict[str, Any]:
     task_module = _load_task(job)
     # Ready before the candidate's library loads and before any device work: until its turn this process runs no
     # candidate code, so it is never stopped there (runs that stopped ncu children in their set-up stalled).
-    await_turn(job, "go_path")
+    child_words.await_turn(job, "go_path")
     binding = _load_binding(job)
     device = "cuda" if job.get("backend") == "cuda" else "cpu"
     seed = trial_seeds(job)[0]
@@ -321,7 +239,7 @@ def run_ncu(job: dict[str, Any]) -> dict[str, Any]:
             with torch.cuda.nvtx.range(config.NVTX_CANDIDATE_RANGE) if device == "cuda" else nullcontext():
                 call(*inputs)
         sync(device)
-    _say(job, "turn_done_path", "done")
+    child_words.say(job, "turn_done_path", "done")
     return {"status": "correct", "flags": [], "error": None, "profiled_calls": config.NCU_PROFILED_CALLS}
 
 
@@ -371,6 +289,7 @@ def before_fork() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    child_words.note_parent()
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
         print("usage: python -m builder.verify.child JOB.json | -", file=sys.stderr)
@@ -389,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         _prepare_process(init_cuda=job.get("backend") == "cuda", prime=job.get("mode", "evaluate") == "evaluate")
     result = run_job(job)
     try:
-        write_result(job["result_path"], result)
+        child_words.write_result(job["result_path"], result)
     except (OSError, KeyError, TypeError, ValueError) as exc:
         print(f"error: cannot write the result: {exc}", file=sys.stderr)
         return 1
@@ -400,6 +319,4 @@ if __name__ == "__main__":
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()
-    # Skip interpreter teardown: after a CUDA fault the context's destructors can hang or abort, and
-    # the result is already on disk.
-    os._exit(code)
+    os._exit(code)  # no interpreter teardown: after a CUDA fault its destructors can hang; the result is on disk

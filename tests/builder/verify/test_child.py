@@ -280,7 +280,7 @@ def test_a_yield_point_pauses_only_when_asked_and_waits_for_the_resume_word(tmp_
     import threading
     import time
 
-    from builder.verify.child import YieldPoint
+    from builder.verify.child_words import YieldPoint
 
     point = YieldPoint({"pause_path": str(tmp_path / "pause"), "backend": "cpu"})
     point()  # not asked: returns at once, nothing written
