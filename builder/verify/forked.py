@@ -262,6 +262,12 @@ class ForkedProcess(SandboxedProcess):
                 else:
                     self._ended = message
 
+    def start_failure(self) -> str:
+        """How a child that died before its job ended, with the end of what it wrote."""
+        returncode, sig = self._exit_status()
+        how = f"signal {sig}" if sig else f"exit code {returncode}"
+        return f"{how}: {self._stderr_tail()}"
+
     def _stderr_tail(self) -> str:
         self._stderr.flush()
         self._stderr.seek(max(0, self._stderr.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))

@@ -108,6 +108,13 @@ class EvalPool:
             self._zygote = None
             return None
 
+    def _died_before_its_job(self, dead: PooledChild) -> None:
+        """A forked child that died while it started (its CUDA context, say) stops the forking: later children are
+        exec'd, as they were before the zygote."""
+        if isinstance(dead.process, ForkedProcess) and self._zygote is not None:
+            give_up(self._zygote, f"a forked child died before its job: {dead.process.start_failure()}")
+            self._zygote = None
+
     def _fill(self) -> None:
         with self._lock:
             while not self._closed and len(self._ready) < self.size:
@@ -135,6 +142,7 @@ class EvalPool:
                 if candidate.process.alive():
                     child = candidate
                 else:
+                    self._died_before_its_job(candidate)
                     candidate.discard()
             if child is None:
                 child = self._start_one()

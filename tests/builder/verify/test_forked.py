@@ -164,6 +164,18 @@ def test_a_child_that_cannot_join_its_sandbox_is_exec_d_instead(monkeypatch, cap
     assert _eventually(lambda: probe_processes(os.getpid()) == []), probe_processes(os.getpid())
 
 
+@needs_bwrap
+def test_a_forked_child_that_dies_while_it_starts_stops_the_forking(caplog):
+    env = {"KA_PROBE_FAIL_AT_START": "1"}
+    with caplog.at_level(logging.WARNING), EvalPool(1, gpu=False, env_extra=env, child_module=PROBE_CHILD) as pool:
+        assert isinstance(pool._ready[0].process, ForkedProcess)
+        assert _eventually(lambda: not pool._ready[0].process.alive())
+        child = pool.take()  # the dead one is discarded; its replacements are exec'd
+        assert type(child.process) is SandboxedProcess and type(pool._ready[0].process) is SandboxedProcess
+        child.discard()
+    assert "a forked child died before its job: exit code 1: probe: failing at start, as asked" in caplog.text
+
+
 def test_a_process_in_no_sandbox_of_its_own_cannot_be_joined():
     with pytest.raises(OSError, match="namespace"):
         zygote.join_sandbox(os.getppid(), "/")
