@@ -2,11 +2,12 @@
 
 `zygote.py` says why, and what the zygote, its supervisors and the children do. Here: `Zygote`, the zygote's
 process and socket (one per child module and environment, started by its first user and ended by its last:
-`acquire_zygote`, `release_zygote`), and `ForkedProcess`, a `SandboxedProcess` whose sandbox bwrap builds, with the same
-arguments as an exec'd child's, around a placeholder (`SANDBOX_HOLDER`) that holds its namespaces, and whose child
-the zygote forks into it. The parent treats it as any pre-started child: its job goes in on stdin, the gate stops
-and pins it through the sandbox's PID namespace, its timeout counts the same, and killing the sandbox kills it.
-Where the zygote cannot start or a child cannot join, `ForkFailed` says why and the pool execs children instead.
+`acquire_zygote`, `release_zygote`), and `ForkedProcess`, a `SandboxedProcess` whose sandbox bwrap builds, with
+the same arguments as an exec'd child's, around a placeholder (`SANDBOX_HOLDER`) that holds its namespaces, and
+whose child the zygote forks into it. The parent treats it as any pre-started child: its job goes in on stdin, the
+gate stops and pins it through the sandbox's PID namespace, its timeout counts the same, and killing the sandbox
+kills it. Where the zygote cannot start or a child cannot join, `ForkFailed` says why and the pool execs children
+instead.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from builder import config
 from builder.verify import bytecode_cache
 from builder.verify.device_gate import work_cores
 from builder.verify.process_tree import namespace_member, sweep_marked
-from builder.verify.sandbox import SandboxedProcess, sandbox_env
+from builder.verify.sandbox import SandboxedProcess, file_tail, sandbox_env
 from builder.verify.zygote import MESSAGE_BYTES
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,6 @@ log = logging.getLogger(__name__)
 # Holds the sandbox's namespaces until the parent kills it; says "up" once bwrap has built the sandbox around it.
 SANDBOX_HOLDER = ("sh", "-c", "echo up && exec sleep infinity")
 ZYGOTE_MODULE = "builder.verify.zygote"
-LOG_TAIL_BYTES = 2000
 
 
 class ForkFailed(Exception):
@@ -105,9 +105,7 @@ class Zygote:
         return json.loads(data)
 
     def _log_tail(self) -> str:
-        self._log.flush()
-        self._log.seek(max(0, self._log.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
-        return self._log.read().decode("utf-8", errors="replace").strip() or "no output"
+        return file_tail(self._log).strip() or "no output"
 
     def close(self) -> None:
         self.channel.close()  # the zygote leaves its loop; its supervisors finish with their children
@@ -269,9 +267,7 @@ class ForkedProcess(SandboxedProcess):
         return f"{how}: {self._stderr_tail()}"
 
     def _stderr_tail(self) -> str:
-        self._stderr.flush()
-        self._stderr.seek(max(0, self._stderr.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
-        return self._stderr.read().decode("utf-8", errors="replace").strip() or "no output"
+        return file_tail(self._stderr).strip() or "no output"
 
     def alive(self) -> bool:
         self._read_status(0)

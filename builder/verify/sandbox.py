@@ -174,7 +174,8 @@ def limit_resources(cores: set[int] | None = None) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (config.CHILD_CPU_SECONDS, config.CHILD_CPU_SECONDS))
 
 
-def _tail(handle: IO[bytes], limit: int) -> str:
+def file_tail(handle: IO[bytes], limit: int = config.LOG_TAIL_BYTES) -> str:
+    """The last `limit` bytes of a log file, as text."""
     handle.flush()
     size = handle.seek(0, os.SEEK_END)
     handle.seek(max(0, size - limit))
@@ -374,8 +375,8 @@ class SandboxedProcess:
             returncode=returncode,
             signal=sig,
             timed_out=timed_out,
-            stdout_tail=_tail(self._stdout, config.LOG_TAIL_BYTES),
-            stderr_tail=_tail(self._stderr, config.LOG_TAIL_BYTES),
+            stdout_tail=file_tail(self._stdout),
+            stderr_tail=file_tail(self._stderr),
             wall_s=wall_s,
             isolation=self.isolation,
         )
