@@ -26,9 +26,9 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from builder.verify import bytecode_cache  # noqa: E402
+from builder.verify.bubblewrap import bwrap_usable  # noqa: E402
 from builder.verify.forked import ForkedProcess  # noqa: E402
 from builder.verify.pool import EvalPool  # noqa: E402
-from builder.verify.sandbox import bwrap_usable  # noqa: E402
 
 IDLE_FOR_S = 1.0  # a child whose CPU has not moved for this long is waiting for its job
 START_LIMIT_S = 600.0

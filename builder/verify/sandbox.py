@@ -11,7 +11,6 @@ environment lets the parent find and kill descendants that escaped the process g
 from __future__ import annotations
 
 import functools
-import glob
 import os
 import resource
 import secrets
@@ -22,7 +21,6 @@ import sys
 import tempfile
 import threading
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,14 +30,9 @@ import psutil
 
 from builder import config
 from builder.verify import bytecode_cache
+from builder.verify.bubblewrap import bwrap_args, resolve_isolation
 from builder.verify.device_gate import work_cores
 from builder.verify.process_tree import MARKER_ENV, child_namespace, marked, sweep_marked
-
-ISOLATIONS = ("bwrap", "process")
-# /proc entries that change the whole host, read-only in the sandbox: a process whose uid is root writes sysctls
-# (kernel.core_pattern would run a program of its choosing as root on the host at the next crash), IRQ affinities
-# and the like on its uid alone, capabilities dropped or not.
-PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
 
 
 class SandboxCancelled(Exception):
@@ -67,80 +60,6 @@ class ChildOutcome:
                 name = f"signal {self.signal}"
             return f"killed by {name}"
         return f"exit code {self.returncode}"
-
-
-@functools.lru_cache(maxsize=1)
-def bwrap_usable() -> bool:
-    """Whether bubblewrap can build our sandbox here (installed is not enough in some containers)."""
-    exe = shutil.which("bwrap")
-    if exe is None:
-        return False
-    probe = [exe, *_bwrap_base_args(scratch=None, extra_binds=(), gpu=False), "true"]
-    try:
-        done = subprocess.run(probe, capture_output=True, timeout=config.BWRAP_PROBE_TIMEOUT_S)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return done.returncode == 0
-
-
-def resolve_isolation(requested: str | None = None) -> str:
-    """`bwrap` when requested-or-auto and usable; `process` otherwise (warning when bwrap was asked for)."""
-    if requested not in (None, *ISOLATIONS):
-        raise ValueError(f"isolation must be one of {ISOLATIONS}, not {requested!r}")
-    if requested == "process":
-        return "process"
-    if bwrap_usable():
-        return "bwrap"
-    if requested == "bwrap":
-        warnings.warn("bubblewrap is not usable here; falling back to process isolation", stacklevel=2)
-    return "process"
-
-
-def _gpu_device_nodes() -> list[str]:
-    return sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri/*"))
-
-
-def _under_tmp(path: Path) -> bool:
-    return path == Path("/tmp") or Path("/tmp") in path.parents
-
-
-def _bwrap_base_args(
-    scratch: Path | None, extra_binds: Sequence[str | Path], gpu: bool, ro_binds: Sequence[str | Path] = ()
-) -> list[str]:
-    args = ["--ro-bind", "/", "/", "--dev", "/dev"]
-    for secret in hidden_paths():
-        args += ["--tmpfs", str(secret)] if secret.is_dir() else ["--ro-bind", "/dev/null", str(secret)]
-    if gpu:
-        for node in _gpu_device_nodes():
-            args += ["--dev-bind", node, node]
-    args += ["--proc", "/proc"]
-    for entry in PROC_READ_ONLY:  # host-wide settings that a root uid may write without any capability
-        args += ["--ro-bind-try", entry, entry]
-    args += ["--tmpfs", "/tmp"]
-    # Binds come after --tmpfs /tmp so what the child needs under /tmp shows through the private /tmp:
-    # read-only inputs first (libraries, task files), then the writable dirs (which may lie inside them).
-    for path in dict.fromkeys(Path(p).resolve() for p in ro_binds):
-        if _under_tmp(path) and path.exists():
-            args += ["--ro-bind", str(path), str(path)]
-    for path in [*([scratch] if scratch else []), *extra_binds]:
-        path = Path(path).resolve()  # bwrap would resolve a relative source against its own cwd
-        args += ["--bind", str(path), str(path)]
-    args += ["--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session"]
-    if os.geteuid() == 0:
-        # bwrap started by root leaves the child every capability: it could remount the read-only root writable
-        # and change torch, a task file or another candidate's build. Started by anyone else, it leaves none.
-        args += ["--cap-drop", "ALL"]
-    return args
-
-
-def hidden_paths() -> list[Path]:
-    """The credentials no child may read (config.SANDBOX_HIDDEN_PATHS, and where the Hub's token lives by the
-    environment), those that exist, links resolved."""
-    names = [os.path.expanduser(name) for name in config.SANDBOX_HIDDEN_PATHS]
-    names += [os.environ[name] for name in ("HF_HOME", "HF_TOKEN_PATH") if os.environ.get(name)]
-    if os.environ.get("XDG_CACHE_HOME"):
-        names.append(os.path.join(os.environ["XDG_CACHE_HOME"], "huggingface"))
-    return list(dict.fromkeys(Path(name).resolve() for name in names if os.path.exists(name)))
 
 
 def sandbox_env(scratch: Path, marker: str, env_extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -215,7 +134,7 @@ class SandboxedProcess:
         command = list(argv)
         if self.isolation == "bwrap":
             bwrap = shutil.which("bwrap") or "bwrap"
-            args = _bwrap_base_args(self.scratch, extra_binds, gpu, ro_binds)
+            args = bwrap_args(self.scratch, extra_binds, gpu, ro_binds)
             command = [bwrap, *args, "--chdir", str(self.scratch), *command]
         # Anonymous files: the parent keeps the only name-less handle, the child gets the fd.
         self._stdout = tempfile.TemporaryFile()

@@ -10,6 +10,7 @@ import time
 import psutil
 import pytest
 
+from builder.verify.bubblewrap import bwrap_usable
 from builder.verify.device_gate import (
     DeviceGate,
     DeviceTurn,
@@ -19,7 +20,7 @@ from builder.verify.device_gate import (
     work_cores,
     write_word,
 )
-from builder.verify.sandbox import SandboxedProcess, bwrap_usable
+from builder.verify.sandbox import SandboxedProcess
 
 
 class Member:

@@ -17,13 +17,13 @@ import psutil
 import pytest
 
 from builder import config
-from builder.verify import forked, sandbox, zygote
+from builder.verify import bubblewrap, forked, sandbox, zygote
 from builder.verify.forked import ForkedProcess
 from builder.verify.pool import EvalPool
 from builder.verify.sandbox import SandboxedProcess
 
 PROBE_CHILD = "tests.fixtures.sandbox.probe_child"
-needs_bwrap = pytest.mark.skipif(not sandbox.bwrap_usable(), reason="bubblewrap not usable here")
+needs_bwrap = pytest.mark.skipif(not bubblewrap.bwrap_usable(), reason="bubblewrap not usable here")
 ZERO_CAPS = {name: "0000000000000000" for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")}
 
 

@@ -15,11 +15,14 @@ import psutil
 import pytest
 
 from builder import config
-from builder.verify import sandbox
+from builder.verify import bubblewrap, sandbox
 from builder.verify.sandbox import run_sandboxed
 
-ISOLATIONS = ["process", pytest.param("bwrap", marks=pytest.mark.skipif(not sandbox.bwrap_usable(), reason="no bwrap"))]
-needs_bwrap = pytest.mark.skipif(not sandbox.bwrap_usable(), reason="bubblewrap not usable here")
+ISOLATIONS = [
+    "process",
+    pytest.param("bwrap", marks=pytest.mark.skipif(not bubblewrap.bwrap_usable(), reason="no bwrap")),
+]
+needs_bwrap = pytest.mark.skipif(not bubblewrap.bwrap_usable(), reason="bubblewrap not usable here")
 
 
 def python(code: str, *extra: str) -> list[str]:
