@@ -85,9 +85,8 @@ BYTECODE_WARM_MODULES = ("torch", "torch._dynamo", "torch.profiler", "torch.util
                          "builder.verify.reference", "builder.verify.baselines", "builder.verify.compile_child",
                          "builder.verify.op_census", "builder.verify.side_stream")  # fmt: skip
 BYTECODE_WARM_TIMEOUT_S = 600.0
-# Credentials the builder's user may keep at home, hidden from sandboxed children under bwrap (an empty folder or
-# file in their place; also $HF_HOME, $HF_TOKEN_PATH and $XDG_CACHE_HOME/huggingface): a candidate could otherwise
-# write the Hub token into an error message that the archive publishes.
+# Credentials hidden from sandboxed children under bwrap (with $HF_HOME, $HF_TOKEN_PATH, $XDG_CACHE_HOME/huggingface):
+# a candidate could otherwise write the Hub token into an error message that the archive publishes.
 SANDBOX_HIDDEN_PATHS = ("~/.cache/huggingface", "~/.huggingface", "~/.ssh", "~/.netrc", "~/.git-credentials",
                         "~/.aws", "~/.config/gcloud", "~/.docker", "~/.pypirc", "~/.kaggle")  # fmt: skip
 # Environment variables a candidate may see; everything else (tokens, keys) is scrubbed.
@@ -266,9 +265,7 @@ COMPILE_FIRST_BATCH_SIZE = 4
 # windows first: the next window's builds take the workers that the last one's stragglers leave idle.
 COMPILE_WINDOWS_IN_FLIGHT = 2
 EVAL_POOL_SIZE = 1  # pre-started evaluation processes per GPU worker, beyond the one running
-# Pre-started evaluation children forked from a zygote that imported torch once, each into a bwrap sandbox of its
-# own (builder/verify/zygote.py); without bwrap, or where the zygote cannot start, they are exec'd.
-FORK_EVALUATION_CHILDREN = True
+FORK_EVALUATION_CHILDREN = True  # forked from a zygote, each into a bwrap sandbox of its own (verify/zygote.py)
 ZYGOTE_START_TIMEOUT_S = 300.0  # the zygote's imports (torch, torch._dynamo) on a busy box
 FORK_TIMEOUT_S = 60.0  # a sandbox's holder is up, and a child forked into it, within this
 # Evaluation workers per device: their children start, load, run checks and get judged side by side; each
