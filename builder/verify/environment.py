@@ -27,21 +27,47 @@ def _run(argv: list[str]) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
-@functools.lru_cache(maxsize=8)
+def visible_gpu_ids() -> list[str]:
+    """The GPUs this process may use, as nvidia-smi ids, in CUDA's order: $CUDA_VISIBLE_DEVICES when set (indices
+    or UUIDs; an empty value hides them all), else every GPU nvidia-smi lists. nvidia-smi itself ignores the
+    variable, so counting its list alone would put a worker on a GPU that `--gpus 1` meant to leave out."""
+    present = _gpus_present()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return [str(i) for i in range(present)]
+    ids = []
+    for part in (p.strip() for p in visible.split(",")):
+        if not part or (part.isdigit() and int(part) >= present) or (not part.isdigit() and not present):
+            break  # CUDA stops at the first id it cannot use
+        ids.append(part)
+    return ids
+
+
+def gpu_count() -> int:
+    return len(visible_gpu_ids())
+
+
+@functools.lru_cache(maxsize=1)
+def _gpus_present() -> int:
+    listed = _run(["nvidia-smi", "-L"]) if shutil.which("nvidia-smi") else None
+    return len([line for line in (listed or "").splitlines() if line.startswith("GPU ")])
+
+
 def gpu_info(index: int = 0) -> dict[str, str] | None:
-    """{"name", "compute_capability", "driver_version"} of GPU `index`, or None without a GPU."""
+    """{"name", "compute_capability", "driver_version"} of visible GPU `index` (CUDA's numbering), or None."""
+    ids = visible_gpu_ids()
+    return _smi_gpu_info(ids[index]) if index < len(ids) else None
+
+
+@functools.lru_cache(maxsize=8)
+def _smi_gpu_info(smi_id: str) -> dict[str, str] | None:
     if shutil.which("nvidia-smi") is None:
         return None
-    out = _run(["nvidia-smi", f"--id={index}", "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"])
+    out = _run(["nvidia-smi", f"--id={smi_id}", "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"])
     if not out or "," not in out:
         return None
     name, cap, driver = (part.strip() for part in out.strip().splitlines()[0].split(",")[:3])
     return {"name": name, "compute_capability": cap, "driver_version": driver}
-
-
-def gpu_count() -> int:
-    out = _run(["nvidia-smi", "-L"]) if shutil.which("nvidia-smi") else None
-    return len([line for line in (out or "").splitlines() if line.startswith("GPU ")])
 
 
 def gpu_arch(index: int = 0) -> str | None:

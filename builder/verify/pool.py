@@ -12,7 +12,6 @@ sandbox afterwards.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from builder import config
+from builder.verify import environment
 from builder.verify.device_gate import DeviceTurn, device_gate
 from builder.verify.forked import ForkedProcess, ForkFailed, acquire_zygote, give_up, release_zygote
 from builder.verify.sandbox import ChildOutcome, SandboxedProcess, resolve_isolation, run_sandboxed
@@ -173,7 +173,7 @@ class EvalPool:
 def child_env(options: VerifyOptions) -> dict[str, str]:
     if options.backend != "cuda":
         return {"CUDA_VISIBLE_DEVICES": ""}
-    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    visible = environment.visible_gpu_ids()
     device = visible[options.device_index] if options.device_index < len(visible) else str(options.device_index)
     return {"CUDA_VISIBLE_DEVICES": device}  # the child sees its GPU as cuda:0
 

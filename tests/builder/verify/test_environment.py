@@ -67,3 +67,53 @@ def test_builder_version_is_pep440_with_the_commit_from_the_environment_first(mo
         assert environment.builder_version() == builder.__version__
     finally:
         environment.builder_version.cache_clear()
+
+
+@pytest.fixture
+def two_gpus(monkeypatch):
+    """nvidia-smi on a box of two GPUs: it lists both whatever CUDA_VISIBLE_DEVICES says."""
+    asked: list[str] = []
+
+    def fake_smi(argv):
+        if argv[1] == "-L":
+            return "GPU 0: NVIDIA H200 (UUID: GPU-aaa)\nGPU 1: NVIDIA H200 (UUID: GPU-bbb)\n"
+        asked.append(argv[1])
+        return "NVIDIA H200, 9.0, 580.159.04\n"
+
+    monkeypatch.setattr(environment.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(environment, "_run", fake_smi)
+    environment._gpus_present.cache_clear()
+    environment._smi_gpu_info.cache_clear()
+    yield asked
+    environment._gpus_present.cache_clear()
+    environment._smi_gpu_info.cache_clear()
+
+
+@pytest.mark.parametrize(
+    ("visible", "expected"),
+    [(None, ["0", "1"]), ("1", ["1"]), ("1,0", ["1", "0"]), ("", []), ("0,7,1", ["0"]), ("GPU-bbb", ["GPU-bbb"])],
+)
+def test_gpus_counted_are_the_visible_ones(two_gpus, monkeypatch, visible, expected):
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert environment.visible_gpu_ids() == expected
+    assert environment.gpu_count() == len(expected)
+
+
+def test_a_visible_gpus_facts_are_read_by_its_own_id(two_gpus, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert environment.gpu_arch(0) == "9.0"
+    assert two_gpus == ["--id=1"]  # cuda:0 of this process is the box's GPU 1
+    assert environment.gpu_info(1) is None
+
+
+def test_evaluation_children_get_the_visible_gpu_of_their_worker(two_gpus, monkeypatch):
+    from builder.verify.engine import VerifyOptions
+    from builder.verify.pool import child_env
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # `--gpus 1` on this box, or a scheduler's choice
+    assert child_env(VerifyOptions(backend="cuda", device_index=0)) == {"CUDA_VISIBLE_DEVICES": "1"}
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert child_env(VerifyOptions(backend="cuda", device_index=1)) == {"CUDA_VISIBLE_DEVICES": "1"}
