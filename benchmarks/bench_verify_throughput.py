@@ -10,6 +10,7 @@ variant comment (a new source is a new kernel: no compile-cache hits). Prints fi
 
     python benchmarks/bench_verify_throughput.py [--kernels N] [--tasks N] [--backend cuda|cpu]
                                                  [--eval-workers 1,4] [--skip startup,compile] [--profile]
+                                                 [--warm-gpus 1,2]
                                                  [--judge-poll-max S] [--child-start fork|exec]
 
 While it runs, a stall report (`gate_watch.py`) prints the gate's state and the builder's processes once an
@@ -360,6 +361,9 @@ def main() -> None:
     longest = config.JUDGE_POLL_MAX_S
     parser.add_argument("--judge-poll-max", type=float, default=None,
                         help=f"the watchers' longest wait between looks, s (default {longest})")  # fmt: skip
+    parser.add_argument("--warm-gpus", default="",
+                        help="then the same kernels again on the builds the run left (an evaluation-bound mix), "
+                             "on the first N visible GPUs for each N, e.g. 1,2")  # fmt: skip
     parser.add_argument("--child-start", choices=("fork", "exec"), default=None,
                         help="pre-started evaluation children forked from a zygote, or exec'd (default: the config's, "
                              f"{'fork' if config.FORK_EVALUATION_CHILDREN else 'exec'})")  # fmt: skip
@@ -376,6 +380,12 @@ def main() -> None:
         settings = [int(v) for v in args.eval_workers.split(",")] if args.eval_workers else [None]
     except ValueError:
         parser.error(f"--eval-workers: a comma-separated list of integers, not {args.eval_workers!r}")
+    try:
+        warm_gpus = [int(v) for v in args.warm_gpus.split(",")] if args.warm_gpus else []
+    except ValueError:
+        parser.error(f"--warm-gpus: a comma-separated list of integers, not {args.warm_gpus!r}")
+    if any(n < 1 for n in warm_gpus) or (warm_gpus and backend != "cuda"):
+        parser.error(f"--warm-gpus: GPU counts of 1 or more, on the cuda backend, not {args.warm_gpus!r}")
     env = environment.environment_fields(backend)
     print(f"machine: {platform.node()} {os.cpu_count()} cores, {env['gpu_name']}, torch {env['torch_version']}, "
           f"cuda {env['cuda_version']}, nvcc {env['nvcc_version']}, isolation {resolve_isolation()}, evaluation "
@@ -399,6 +409,10 @@ def main() -> None:
         show(measure_stream(pairs, options, label, args.records))
         if CUT_SHORT.is_set():
             return
+    if warm_gpus:
+        measure_warm(pairs, options, warm_gpus, args.records)
+        if CUT_SHORT.is_set():
+            return
     options = VerifyOptions(backend=backend, trials=config.DEFAULT_TRIALS,
                             build_cache_dir=Path(tempfile.mkdtemp(prefix="ka-bench-builds-")))  # fmt: skip
     pairs = corpus(backend, max(options.batch_size, 1), args.tasks)
@@ -406,6 +420,30 @@ def main() -> None:
         show(measure_startup(pairs, options))
     if "compile" not in args.skip:
         show(measure_compile(pairs[: options.batch_size], options))
+
+
+def measure_warm(pairs, options: VerifyOptions, gpu_counts: list[int], records_path: Path | None) -> None:
+    """The last run's kernels again, each build now a cache hit, with baselines measured afresh: the rate the
+    evaluation side makes on 1, 2, ... of the visible GPUs (the engine puts its workers on every visible GPU)."""
+    visible = environment.visible_gpu_ids()
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    try:
+        for count in gpu_counts:
+            if count > len(visible):
+                print(f"warm compile cache, {count} GPUs: skipped, {len(visible)} visible", flush=True)
+                continue
+            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(visible[:count])
+            warm = replace(options, baseline_cache_dir=Path(tempfile.mkdtemp(prefix="ka-bench-baselines-")))
+            label = f"warm compile cache, {count} GPU{'s' if count > 1 else ''} ({os.environ['CUDA_VISIBLE_DEVICES']})"
+            print(f"{label}: {len(pairs)} kernels", flush=True)
+            show(measure_stream(pairs, warm, label, records_path))
+            if CUT_SHORT.is_set():
+                return
+    finally:
+        if before is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = before
 
 
 def show(figures: dict[str, float]) -> None:

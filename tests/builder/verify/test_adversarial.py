@@ -1,5 +1,6 @@
 """Every adversarial fixture through the real CLI: `kernel-archive verify FIXTURE --task ... --json` must
-give the status and flags tests/fixtures/candidates/fixtures.json expects.
+give the status and flags tests/fixtures/candidates/fixtures.json expects; and the same again with all of a
+backend's fixtures in one stream of the engine that `kernel-archive build` runs.
 
 CPU (.cpp) and Python (ModelNew) fixtures run in CI on the cpu backend; the CUDA (.cu) ones are GPU
 tests. The CLI runs are started together in a session fixture (a few at a time, sharing one cache dir
@@ -29,6 +30,7 @@ CLI_TIMEOUT_S = 1800
 # The first test of a backend waits for all CLI runs of the session fixture (compiles included).
 SETUP_TIMEOUT_S = 3600
 PARALLEL_RUNS = max(2, min(4, os.cpu_count() or 2))
+STREAM_TIMEOUT_S = 60.0
 
 
 def cli_available() -> bool:
@@ -105,6 +107,49 @@ def prewarm_cuda_builds(names: list[str], cache_dir: Path) -> None:
                           timeout=CLI_TIMEOUT_S)  # fmt: skip
     # Only a speed-up: a failed prewarm leaves each CLI run to compile (and report) on its own.
     print(f"prewarm of {len(jobs)} CUDA builds: exit {done.returncode} {done.stdout[-2000:]} {done.stderr[-2000:]}")
+
+
+# The same fixtures through the engine `kernel-archive build` runs (Verifier.stream: shared builds, pre-started
+# and, under bubblewrap, forked evaluation children), all in one stream: a defence that holds for one candidate
+# verified alone must hold where many are verified side by side. One run timeout for the stream (the timeout
+# fixtures' own), so a kernel that never returns costs that long.
+STREAM_SCRIPT = """
+import json, sys
+from dataclasses import replace
+from pathlib import Path
+from builder.cli.candidate_args import resolve_candidate
+from builder.verify.engine import Verifier, VerifyOptions
+from schemas import record_to_dict
+
+jobs, backend, timeout_s = json.loads(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+pairs = []
+for job in jobs:
+    suite = Path(job["suite"]) if job["suite"] else None
+    candidate, task, _ = resolve_candidate(Path(job["file"]), job["task"], suite, backend)
+    pairs.append((replace(candidate, kernel_name=job["name"]), task))
+for record in Verifier(VerifyOptions(backend=backend, timeout_s=timeout_s)).stream(pairs):
+    print(json.dumps(record_to_dict(record)), flush=True)
+"""
+
+
+def run_stream(backend: str, cache_dir: Path) -> dict[str, dict]:
+    names = fixtures_for(backend)
+    jobs = []
+    for name in names:
+        suite = SUITES.get(MANIFEST[name].get("suite", "fixtures"))
+        jobs.append({"name": name, "file": str(CANDIDATES / name), "task": MANIFEST[name]["task"],
+                     "suite": str(suite or "")})  # fmt: skip
+    timeout_s = min(spec.get("timeout_s", STREAM_TIMEOUT_S) for spec in MANIFEST.values())
+    env = dict(os.environ, KA_CACHE_DIR=str(cache_dir), **{SECRET_NAME: "leaked-if-you-can-read-this"})
+    done = subprocess.run([sys.executable, "-c", STREAM_SCRIPT, json.dumps(jobs), backend, str(timeout_s)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=CLI_TIMEOUT_S)  # fmt: skip
+    records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    by_name = {record["kernel_name"]: record for record in records}
+    assert len(records) == len(by_name) == len(names), (
+        f"{len(records)} records for {len(names)} fixtures (exit {done.returncode}): {done.stderr[-3000:]}"
+    )
+    return {name: {"returncode": done.returncode, "record": by_name.get(name), "stderr": done.stderr[-3000:]}
+            for name in names}  # fmt: skip
 
 
 def run_all(backend: str, cache_dir: Path) -> dict[str, dict]:
@@ -198,6 +243,32 @@ def test_no_candidate_wrote_outside_its_sandbox(cpu_outcomes):
 @pytest.mark.parametrize("fixture", fixtures_for("cuda"))
 def test_cuda_fixture_verdict(fixture, cuda_outcomes):
     assert_verdict(fixture, cuda_outcomes[fixture])
+
+
+@pytest.fixture(scope="session")
+def cpu_stream_outcomes(tmp_path_factory):
+    return run_stream("cpu", tmp_path_factory.mktemp("adversarial_stream_cpu"))
+
+
+@pytest.fixture(scope="session")
+def cuda_stream_outcomes(tmp_path_factory):
+    return run_stream("cuda", tmp_path_factory.mktemp("adversarial_stream_cuda"))
+
+
+@needs_cli
+@pytest.mark.slow
+@pytest.mark.timeout(SETUP_TIMEOUT_S)
+@pytest.mark.parametrize("fixture", fixtures_for("cpu"))
+def test_cpu_fixture_verdict_in_a_stream(fixture, cpu_stream_outcomes):
+    assert_verdict(fixture, cpu_stream_outcomes[fixture])
+
+
+@needs_cli
+@pytest.mark.gpu
+@pytest.mark.timeout(SETUP_TIMEOUT_S)
+@pytest.mark.parametrize("fixture", fixtures_for("cuda"))
+def test_cuda_fixture_verdict_in_a_stream(fixture, cuda_stream_outcomes):
+    assert_verdict(fixture, cuda_stream_outcomes[fixture])
 
 
 def test_manifest_names_existing_files_and_known_verdicts():
