@@ -77,11 +77,23 @@ def _check(result: int, what: str) -> None:
         raise OSError(error, f"{what}: {os.strerror(error)}")
 
 
-def fork_problem(maps_path: str | os.PathLike = "/proc/self/maps") -> str | None:
-    """Why children forked from this process could not be trusted to start cleanly, or None."""
-    with open(maps_path) as maps:
-        if any("libcuda.so" in line for line in maps):
-            return "the CUDA driver was loaded before the fork (a CUDA context does not survive it)"
+def fork_problem(fd_dir: str | os.PathLike = "/proc/self/fd") -> str | None:
+    """Why children forked from this process could not be trusted to start cleanly, or None.
+
+    A CUDA context does not survive a fork, nor does a driver that was initialised (cuInit, which any device
+    query makes). The driver library merely being mapped is harmless: `import torch` maps libcuda.so through
+    its NVRTC wrapper, and a forked child still makes its own context. An initialised driver holds the GPU's
+    device files open, so those are what is looked for."""
+    for fd in os.listdir(fd_dir):
+        try:
+            target = os.readlink(os.path.join(fd_dir, fd))
+        except OSError:
+            continue  # closed meanwhile (the listing's own fd)
+        if target.startswith("/dev/nvidia"):
+            return f"the GPU driver was initialised before the fork ({target} open): a CUDA context does not survive it"
+    torch = sys.modules.get("torch")
+    if torch is not None and getattr(torch, "cuda", None) is not None and torch.cuda.is_initialized():
+        return "torch initialised CUDA before the fork: a CUDA context does not survive it"
     return None
 
 

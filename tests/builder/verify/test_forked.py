@@ -181,11 +181,15 @@ def test_a_process_in_no_sandbox_of_its_own_cannot_be_joined():
         zygote.join_sandbox(os.getppid(), "/")
 
 
-def test_fork_problem_names_a_loaded_cuda_driver(tmp_path):
-    maps = tmp_path / "maps"
-    maps.write_text("7f0000000000-7f0000001000 r-xp 00000000 00:00 1 /usr/lib/x86_64-linux-gnu/libcuda.so.580\n")
-    assert "CUDA driver" in zygote.fork_problem(maps)
-    assert zygote.fork_problem() is None  # this process (CPU torch, or no CUDA call yet) has no driver loaded
+def test_fork_problem_names_an_initialised_gpu_driver(tmp_path):
+    fds = tmp_path / "fd"
+    fds.mkdir()
+    (fds / "0").symlink_to("/dev/null")
+    (fds / "1").symlink_to("pipe:[1234]")
+    assert zygote.fork_problem(fds) is None  # libcuda.so mapped but never initialised leaves no device file open
+    (fds / "7").symlink_to("/dev/nvidiactl")
+    assert "/dev/nvidiactl" in zygote.fork_problem(fds)
+    assert zygote.fork_problem() is None  # this process (CPU torch, or no CUDA call yet) has no driver initialised
 
 
 def test_the_zygote_entry_point_says_how_to_use_it():
@@ -201,6 +205,14 @@ def test_the_real_child_s_zygote_never_loads_the_cuda_driver():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=config.REPO_ROOT,
                           timeout=300)  # fmt: skip
     assert done.returncode == 0 and done.stdout.strip() == "None", done.stdout + done.stderr
+
+
+@pytest.mark.gpu
+def test_a_process_that_asked_the_driver_anything_may_not_fork():
+    code = "import torch; from builder.verify import zygote; torch.cuda.is_available(); print(zygote.fork_problem())"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=config.REPO_ROOT,
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 0 and "driver was initialised" in done.stdout, done.stdout + done.stderr
 
 
 @needs_bwrap
