@@ -274,6 +274,11 @@ FORK_TIMEOUT_S = 60.0  # a sandbox's holder is up, and a child forked into it, w
 # twelve and sixteen were no faster (their children queue for timing windows).
 EVAL_WORKERS_PER_GPU = 8
 EVAL_WORKERS_CPU = 1
+# A stream over several GPUs runs an engine process per GPU (builder/verify/device_engines.py): one process's
+# interpreter lock bounds how many children it can watch and judge.
+ENGINE_PROCESS_PER_GPU = True
+ENGINE_STOP_GRACE_S = 30.0  # a stopped engine closes its stream (its children and builds) within this
+ENGINE_PARENT_POLL_S = 1.0  # how often an engine looks whether its builder is still there
 # Cores kept per GPU for its timing windows on CUDA builds (builder/verify/device_gate.py): no other sandboxed
 # process runs there. Kept only when at least half the cores remain for compiles and the rest.
 TIMING_CORES_PER_GPU = 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import os
 import queue
 import secrets
 import shutil
@@ -62,6 +63,7 @@ class VerifyOptions:
     batch_size: int = config.COMPILE_BATCH_SIZE
     prestart: int = config.EVAL_POOL_SIZE  # pre-started evaluation children per worker in stream()
     eval_workers: int | None = None  # evaluation workers per device in stream(); None: config's for the backend
+    engines: int | None = None  # engine processes in stream(): None, one per GPU when several (1: this one only)
     child_module: str = CHILD_MODULE  # the untrusted-side entry point (tests point it at a fake)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -236,7 +238,8 @@ class Verifier:
 
     def __init__(self, options: VerifyOptions) -> None:
         self.options = options.with_seeds()  # one draw per build: every candidate sees the same trials
-        if self.options.backend == "cuda":
+        self.engine_devices = self._engine_devices()
+        if self.options.backend == "cuda" and not self.engine_devices:  # engine processes keep their own
             from builder.verify.device_gate import keep_timing_cores
 
             keep_timing_cores(self._devices(), config.TIMING_CORES_PER_GPU)
@@ -252,6 +255,15 @@ class Verifier:
     def _devices(self) -> int:
         return max(1, environment.gpu_count()) if self.options.backend == "cuda" else 1
 
+    def _engine_devices(self) -> list[str | None]:
+        """The GPU of each engine process stream() runs (None for a CPU engine), or [] to run in this process."""
+        wanted = self.options.engines
+        if self.options.backend != "cuda":
+            return [None] * wanted if wanted and wanted > 1 else []
+        visible = environment.visible_gpu_ids()
+        on = config.ENGINE_PROCESS_PER_GPU if wanted is None else wanted > 1
+        return list(visible) if on and len(visible) > 1 else []
+
     def _eval_workers(self) -> int:
         """Workers per device: their children's start-up, checks and judging overlap, while each timing window
         owns its device (device_gate)."""
@@ -261,6 +273,12 @@ class Verifier:
 
     def stream(self, pairs: Iterable[tuple[Candidate, Task]]) -> Iterator[KernelRecord]:
         """Yield one record per (candidate, task), in completion order."""
+        if self.engine_devices:
+            from builder.verify import device_engines
+
+            cores = sorted(os.sched_getaffinity(0))
+            yield from device_engines.stream(self.options, pairs, self.engine_devices, cores)
+            return
         workers = self._eval_workers()
         work: queue.Queue = queue.Queue(maxsize=max(2, workers * self.options.batch_size))
         records: queue.Queue = queue.Queue()

@@ -1,0 +1,327 @@
+"""One engine process per GPU: `Verifier.stream` over several GPUs (trusted side, like the parent).
+
+One process that watches, judges and grants device turns for the children of every GPU is bound by its one
+interpreter lock: on two H200s a single parent spent 1.9 cores of Python on 1.4 kernels/s and the second GPU
+added 17 %. So a stream over N GPUs runs N engine processes, `python -m builder.verify.device_engines FD`,
+each a `Verifier` over one GPU (its CUDA_VISIBLE_DEVICES) on its own share of the cores, with its share of the
+compile workers and the build's seeds. This process only hands out pairs and gathers records:
+
+- An engine asks for its next pair when its stream wants one. It gets the first waiting pair of a task it
+  already has (the task's clean reference and baselines are then made once), else of a task nobody has, else
+  the first waiting pair: no engine idles while pairs wait.
+- A pair is pending from the moment it is handed out until its record comes back. An engine that dies sends
+  each of its pending pairs back as a `crash` record (as an executor does for a candidate it lost): none lost,
+  none twice; the other engines go on. Should every engine end early, the stream raises: the pairs none of them
+  began get no record, and a rerun of the build resumes them.
+- Closing the stream stops every engine (SIGTERM: each closes its own stream, and its children die with it).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
+from multiprocessing.connection import Connection, Pipe
+from typing import TYPE_CHECKING, Any
+
+from builder import config
+
+if TYPE_CHECKING:
+    from builder.candidates import Candidate
+    from builder.tasks import Task
+    from builder.verify.engine import VerifyOptions
+    from schemas import KernelRecord
+
+log = logging.getLogger(__name__)
+MODULE = "builder.verify.device_engines"
+
+
+class Router:
+    """The pairs waiting to be handed out, read ahead from the stream's input, and which engine has which task.
+    Thread-safe: each engine's reader thread asks for that engine's next pair."""
+
+    def __init__(self, pairs: Iterable[tuple[Candidate, Task]], lookahead: int) -> None:
+        self._source = iter(pairs)
+        self._waiting: deque[tuple[Candidate, Task]] = deque()
+        self._lookahead = max(1, lookahead)
+        self._owner: dict[str, int] = {}  # task id -> engine that has it
+        self._lock = threading.Lock()
+        self._exhausted = False
+
+    def next_for(self, engine: int) -> tuple[Candidate, Task] | None:
+        """The next pair for `engine`, or None once every pair is handed out."""
+        with self._lock:
+            while not self._exhausted and len(self._waiting) < self._lookahead:
+                try:
+                    self._waiting.append(next(self._source))
+                except StopIteration:
+                    self._exhausted = True
+            if not self._waiting:
+                return None
+            chosen = self._choose(engine)
+            pair = self._waiting[chosen]
+            del self._waiting[chosen]
+            self._owner.setdefault(pair[1].id, engine)
+            return pair
+
+    def give_back(self, pair: tuple[Candidate, Task]) -> None:
+        """A pair an engine could not take: first in line again."""
+        with self._lock:
+            self._waiting.appendleft(pair)
+
+    def unfinished(self) -> bool:
+        """Whether pairs are still waiting or unread (none is read beyond the first)."""
+        with self._lock:
+            if not self._waiting and not self._exhausted:
+                try:
+                    self._waiting.append(next(self._source))
+                except StopIteration:
+                    self._exhausted = True
+            return bool(self._waiting)
+
+    def _choose(self, engine: int) -> int:
+        unowned = None
+        for index, (_, task) in enumerate(self._waiting):
+            owner = self._owner.get(task.id)
+            if owner == engine:
+                return index
+            if owner is None and unowned is None:
+                unowned = index
+        return unowned if unowned is not None else 0
+
+
+def engine_shares(devices: list[str | None], cores: list[int], compile_workers: int) -> list[dict[str, Any]]:
+    """Each engine's GPU, cores (a contiguous slice each) and compile workers (an even share, at least one)."""
+    count = len(devices)
+    per_engine = len(cores) // count
+    shares = []
+    for index, device in enumerate(devices):
+        mine = cores[index * per_engine : (index + 1) * per_engine] if per_engine else cores
+        shares.append({"device": device, "cores": mine, "compile_workers": max(1, compile_workers // count)})
+    return shares
+
+
+class _Engine:
+    """The parent's handle on one engine process: its connection, its pending pairs and its two threads (one
+    passes its records on, one answers its requests for pairs: a slow input never holds records up)."""
+
+    def __init__(self, index: int, share: dict[str, Any], options: VerifyOptions) -> None:
+        self.index, self.share = index, share
+        self.pending: dict[int, tuple[Candidate, Task]] = {}
+        self.pending_lock = threading.Lock()
+        self.ended = False  # set, under pending_lock, once its pending pairs were said
+        self.requests: queue.Queue = queue.Queue()
+        self.send_lock = threading.Lock()
+        ours, theirs = Pipe(duplex=True)
+        paths = [str(config.REPO_ROOT), os.environ.get("PYTHONPATH", "")]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p))
+        if share["device"] is not None:
+            env["CUDA_VISIBLE_DEVICES"] = share["device"]
+        self.process = subprocess.Popen([sys.executable, "-m", MODULE, str(theirs.fileno())], env=env,
+                                        pass_fds=[theirs.fileno()], cwd=str(config.REPO_ROOT))  # fmt: skip
+        theirs.close()
+        self.connection: Connection = ours
+        if share["cores"]:
+            try:  # before it is told to start: its engine keeps its timing cores from what it runs on
+                os.sched_setaffinity(self.process.pid, share["cores"])
+            except OSError as exc:  # it may already have gone: its reader sees the end
+                log.debug("engine %d: cores not set: %s", index, exc)
+        self.send(("start", replace(options, compile_workers=share["compile_workers"], device_index=0, engines=1)))
+
+    def send(self, message: Any) -> None:
+        with self.send_lock:
+            self.connection.send(message)
+
+
+def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devices: list[str | None],
+           cores: list[int]) -> Iterator[KernelRecord]:  # fmt: skip
+    """Records of `pairs` verified by one engine process per entry of `devices`, in completion order."""
+    from builder.pipeline.executors import failure_record
+
+    shares = engine_shares(devices, cores, options.compile_workers)
+    window = max(1, options.batch_size) * max(1, shares[0]["compile_workers"])
+    router = Router(pairs, lookahead=window * len(devices))
+    records: queue.Queue = queue.Queue()
+    sequences = iter(range(1 << 62))
+    engines: list[_Engine] = []
+
+    def crash(pair: tuple[Candidate, Task], why: str) -> KernelRecord:
+        return failure_record(pair[0], pair[1], options.backend, "crash", why)
+
+    def answer(engine: _Engine) -> None:
+        """Hand the engine a pair for each of its requests (None once there are no more)."""
+        try:
+            while engine.requests.get() is not None:
+                pair = router.next_for(engine.index)
+                sequence = next(sequences)
+                with engine.pending_lock:
+                    if engine.ended:
+                        if pair is not None:
+                            router.give_back(pair)
+                        return
+                    if pair is not None:
+                        engine.pending[sequence] = pair
+                try:
+                    engine.send(None if pair is None else (sequence, *pair))
+                except OSError:  # it ended meanwhile: the pair goes to another engine
+                    with engine.pending_lock:
+                        if engine.pending.pop(sequence, None) is not None:
+                            router.give_back(pair)
+                    return
+        except BaseException as exc:  # noqa: BLE001 - the input raised: surfaced in the caller's thread
+            records.put(exc)
+
+    def serve(engine: _Engine) -> None:
+        """Pass the engine's records on until it ends; then its pending pairs come back as crash records."""
+        error, made = None, 0
+        try:
+            while True:
+                kind, *body = engine.connection.recv()
+                if kind == "next":
+                    engine.requests.put(True)
+                elif kind == "record":
+                    sequence, record = body
+                    with engine.pending_lock:
+                        engine.pending.pop(sequence, None)
+                    records.put(record)
+                    made += 1
+                elif kind == "error":
+                    error = body[0]
+                elif kind == "done":
+                    break
+        except (EOFError, OSError):
+            pass  # the engine ended (or was stopped): what it left pending is said below
+        finally:
+            engine.requests.put(None)
+            engine.process.wait()
+            with engine.pending_lock:
+                engine.ended = True
+                left, engine.pending = list(engine.pending.values()), {}
+            why = (f"the engine process of GPU {engine.share['device']} ended (exit {engine.process.returncode}) "
+                   "before this candidate's record")  # fmt: skip
+            log.info("engine %d (GPU %s): %d records, %d pending at its end (exit %s)", engine.index,
+                     engine.share["device"], made, len(left), engine.process.returncode)  # fmt: skip
+            for pair in left:
+                records.put(crash(pair, why))
+            records.put(RuntimeError(f"the engine of GPU {engine.share['device']}: {error}") if error else _ENDED)
+
+    threads: list[threading.Thread] = []
+    try:
+        for index, share in enumerate(shares):
+            engines.append(_Engine(index, share, options))
+        for engine in engines:
+            for target in (serve, answer):
+                threads.append(threading.Thread(target=target, args=(engine,), daemon=True,
+                                                name=f"ka-engine-{engine.index}-{target.__name__}"))  # fmt: skip
+                threads[-1].start()
+        ended = 0
+        while ended < len(engines):
+            item = records.get()
+            if item is _ENDED:
+                ended += 1
+            elif isinstance(item, BaseException):
+                raise item
+            else:
+                yield item
+        if router.unfinished():  # every engine ended early: what none began is no record (a rerun resumes it)
+            raise RuntimeError("every engine process ended before the stream's last candidate was handed out")
+    finally:
+        for engine in engines:
+            if engine.process.poll() is None:
+                engine.process.send_signal(signal.SIGTERM)
+        for engine in engines:
+            try:
+                engine.process.wait(timeout=config.ENGINE_STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                engine.process.kill()
+                engine.process.wait()
+            engine.connection.close()
+        for thread in threads:
+            thread.join(timeout=1.0)
+
+
+_ENDED = object()
+
+
+# --- the engine process ------------------------------------------------------------------------------------
+
+
+def _engine_main(connection: Connection) -> int:
+    kind, options = connection.recv()
+    if kind != "start":
+        return 2
+    options = replace(options, engines=1)  # an engine verifies in its own process: it never starts engines
+    sending = threading.Lock()
+    sequences: dict[tuple[str, str, str], deque[int]] = {}
+
+    def send(message: Any) -> None:
+        with sending:
+            connection.send(message)
+
+    def pairs() -> Iterator[tuple[Candidate, Task]]:
+        """The stream's input: one pair per request (only this thread receives)."""
+        while True:
+            send(("next",))
+            item = connection.recv()
+            if item is None:
+                return
+            sequence, candidate, task = item
+            key = _key(candidate.task_id, candidate.kernel_id, candidate.kernel_name)
+            sequences.setdefault(key, deque()).append(sequence)
+            yield candidate, task
+
+    from builder.verify.engine import Verifier
+
+    records = Verifier(options).stream(pairs())
+    try:
+        for record in records:
+            sequence = sequences[_key(record.task_id, record.kernel_id, record.kernel_name)].popleft()
+            send(("record", sequence, record))
+        send(("done",))
+        return 0
+    except Exception as exc:  # noqa: BLE001 - said to the parent, which raises it in the build
+        send(("error", f"{type(exc).__name__}: {exc}"))
+        send(("done",))
+        return 1
+    finally:
+        records.close()  # stops its builds and children (SIGTERM lands here through SystemExit)
+
+
+def _key(task_id: str, kernel_id: str, kernel_name: str) -> tuple[str, str, str]:
+    return task_id, kernel_id, kernel_name
+
+
+def _stop_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _exit_with_parent(parent: int) -> None:
+    """The engine outlives no builder: once its parent is gone, it stops as on SIGTERM."""
+    while os.getppid() == parent:
+        threading.Event().wait(config.ENGINE_PARENT_POLL_S)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1 or not args[0].isdigit():
+        print(f"usage: python -m {MODULE} FD (started by the verify engine)", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+    try:
+        return _engine_main(Connection(int(args[0])))
+    except (EOFError, OSError, pickle.UnpicklingError):
+        return 1  # the parent went away mid-message
+
+
+if __name__ == "__main__":
+    sys.exit(main())

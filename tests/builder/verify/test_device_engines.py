@@ -1,0 +1,161 @@
+"""A stream over several GPUs runs an engine process per GPU (builder/verify/device_engines.py): pairs are handed
+out by task, every pair comes back as exactly one record (a crash record when its engine died), and closing the
+stream leaves no engine behind. The engines are real processes running the real engine on the CPU backend
+(`VerifyOptions(engines=2)`), where each engine stands for one GPU."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import psutil
+import pytest
+
+from builder import config
+from builder.cli.candidate_args import resolve_candidate
+from builder.verify import device_engines, environment
+from builder.verify.engine import Verifier, VerifyOptions
+
+FIXTURES = config.REPO_ROOT / "tests" / "fixtures"
+SUITE = FIXTURES / "tasks"
+PYTHON = FIXTURES / "candidates" / "python"
+
+
+class FakeTask:
+    def __init__(self, task_id: str) -> None:
+        self.id = task_id
+
+
+def pairs_of(*task_ids: str) -> list[tuple[str, FakeTask]]:
+    return [(f"p{index}", FakeTask(task_id)) for index, task_id in enumerate(task_ids)]
+
+
+def test_an_engine_keeps_its_tasks_and_takes_new_ones_before_others():
+    router = device_engines.Router(pairs_of("a", "b", "a", "b", "c"), lookahead=5)
+    assert router.next_for(0)[0] == "p0"  # a -> engine 0
+    assert router.next_for(1)[0] == "p1"  # a is engine 0's: b, nobody's yet -> engine 1
+    assert router.next_for(1)[0] == "p3"  # engine 1 keeps b
+    assert router.next_for(1)[0] == "p4"  # then a new task (c)
+    assert router.next_for(1)[0] == "p2"  # then, rather than idle, engine 0's
+    assert router.next_for(0) is None
+
+
+def test_a_pair_given_back_goes_out_first_and_leaves_the_stream_unfinished():
+    router = device_engines.Router(pairs_of("a", "a"), lookahead=1)
+    first = router.next_for(0)
+    router.give_back(first)
+    assert router.next_for(1) is first
+    router.give_back(first)
+    assert router.unfinished()
+    assert [router.next_for(0)[0], router.next_for(0)[0], router.next_for(0)] == ["p0", "p1", None]
+    assert not router.unfinished()
+
+
+def test_the_router_reads_its_input_only_as_far_as_it_looks_ahead():
+    read = []
+
+    def source():
+        for pair in pairs_of("a", "b", "c", "d"):
+            read.append(pair[0])
+            yield pair
+
+    router = device_engines.Router(source(), lookahead=2)
+    router.next_for(0)
+    assert read == ["p0", "p1"]
+
+
+def test_cores_and_compile_workers_are_shared_out():
+    shares = device_engines.engine_shares(["0", "1"], list(range(16)), compile_workers=8)
+    assert [s["cores"] for s in shares] == [list(range(8)), list(range(8, 16))]
+    assert [s["compile_workers"] for s in shares] == [4, 4]
+    assert device_engines.engine_shares([None], [0], 1)[0] == {"device": None, "cores": [0], "compile_workers": 1}
+
+
+@pytest.mark.parametrize(("visible", "setting", "engines", "expected"), [
+    (["0", "1"], True, None, ["0", "1"]), (["3"], True, None, []), (["0", "1"], False, None, []),
+    (["0", "1"], True, 1, []), (["0", "1"], False, 2, ["0", "1"]),
+])  # fmt: skip
+def test_a_cuda_stream_runs_an_engine_per_visible_gpu(monkeypatch, visible, setting, engines, expected):
+    monkeypatch.setattr(environment, "visible_gpu_ids", lambda: visible)
+    monkeypatch.setattr(config, "ENGINE_PROCESS_PER_GPU", setting)
+    monkeypatch.setattr("builder.verify.device_gate.keep_timing_cores", lambda *a: {})
+    assert Verifier(VerifyOptions(backend="cuda", engines=engines)).engine_devices == expected
+
+
+def fixture_pairs(names: list[str]) -> list:
+    pairs = []
+    for index, name in enumerate(names):
+        candidate, task, _ = resolve_candidate(PYTHON / name, "1/1", SUITE, "cpu")
+        pairs.append((replace(candidate, source=candidate.source + f"\n# copy {index}\n",
+                              kernel_name=f"{Path(name).stem}-{index}"), task))  # fmt: skip
+    return pairs
+
+
+def engine_processes() -> list[psutil.Process]:
+    return [p for p in psutil.Process().children() if device_engines.MODULE in " ".join(p.cmdline())]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_two_engines_give_every_pair_the_verdict_one_process_gives(tmp_path, caplog):
+    names = ["correct_uses_torch_ops.py", "incorrect_wrong_result.py", "incorrect_returns_constant.py"] * 2
+    pairs = fixture_pairs(names)
+    options = VerifyOptions(backend="cpu", build_cache_dir=tmp_path / "builds", baseline_cache_dir=tmp_path / "b")
+    alone = {r.kernel_name: r.status for r in Verifier(options).stream(pairs)}
+    with caplog.at_level(logging.INFO, logger=device_engines.__name__):
+        engines = {r.kernel_name: r.status for r in Verifier(replace(options, engines=2)).stream(pairs)}
+    assert engines == alone and len(alone) == len(pairs)
+    assert Counter(alone.values()) == {"correct": 2, "incorrect": 4}
+    ends = [r.getMessage() for r in caplog.records if r.getMessage().startswith("engine ")]
+    assert len(ends) == 2 and all("0 pending" in line for line in ends), ends
+    assert not engine_processes()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_an_engine_killed_mid_stream_loses_no_pair_and_repeats_none(tmp_path):
+    names = ["timeout_infinite_loop.py", "correct_uses_torch_ops.py"] * 3
+    pairs = fixture_pairs(names)
+    options = VerifyOptions(backend="cpu", engines=2, timeout_s=8, build_cache_dir=tmp_path / "builds",
+                            baseline_cache_dir=tmp_path / "baselines")  # fmt: skip
+    records, killed = [], None
+    stream = Verifier(options).stream(pairs)
+    for record in stream:
+        records.append(record)
+        if killed is None:
+            busy = engine_processes()
+            assert len(busy) == 2
+            killed = busy[0]
+            killed.send_signal(signal.SIGKILL)
+    names_back = Counter(r.kernel_name for r in records)
+    assert sorted(names_back) == sorted(c.kernel_name for c, _ in pairs) and set(names_back.values()) == {1}
+    crashed = [r for r in records if r.status == "crash"]
+    assert crashed and all("engine process" in r.error and "exit -9" in r.error for r in crashed)
+    assert {r.status for r in records} <= {"crash", "timeout", "correct"}
+    assert not engine_processes()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_closing_the_stream_stops_every_engine_and_its_children(tmp_path):
+    pairs = fixture_pairs(["incorrect_wrong_result.py", "timeout_infinite_loop.py"] * 3)  # a quick record first
+    options = VerifyOptions(backend="cpu", engines=2, timeout_s=120, build_cache_dir=tmp_path / "builds",
+                            baseline_cache_dir=tmp_path / "baselines")  # fmt: skip
+    stream = Verifier(options).stream(pairs)
+    next(stream)
+    engines = engine_processes()
+    descendants = [child for engine in engines for child in engine.children(recursive=True)]
+    began = time.monotonic()
+    stream.close()
+    assert time.monotonic() - began < config.ENGINE_STOP_GRACE_S
+    gone, alive = psutil.wait_procs(engines + descendants, timeout=10)
+    assert not alive, [p.info if hasattr(p, "info") else p.pid for p in alive]
+
+
+def test_the_engine_entry_point_says_how_to_use_it(capsys):
+    assert device_engines.main([]) == 2
+    assert "usage: python -m builder.verify.device_engines FD" in capsys.readouterr().err
