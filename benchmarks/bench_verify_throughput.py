@@ -322,6 +322,8 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
     busy = sampler.busy_s if sampler.process is not None else float("nan")
     for name, value in verifier.compile_by_size().items():
         print(f"  {label}: {name:52s} {value:8.2f}")
+    for name, value in copy_agreement(records).items():
+        print(f"  {label}: {name:52s} {value:8.3f}")
     return {f"{label}: kernels": len(records), f"{label}: tasks": tasks, f"{label}: wall s": wall,
             f"{label}: first record after s": first or float("nan"),
             f"{label}: first evaluated record after s": first_evaluated or float("nan"),
@@ -420,6 +422,29 @@ def main() -> None:
         show(measure_startup(pairs, options))
     if "compile" not in args.skip:
         show(measure_compile(pairs[: options.batch_size], options))
+
+
+def copy_agreement(records) -> dict[str, float]:
+    """The mix repeats each bundled kernel as copies (`corpus`): how many kernels got one verdict in every copy,
+    and how many correct copies' speedups over eager lie within 5 % of their kernel's median (a loaded machine
+    must move neither)."""
+    groups: dict[tuple[str, str], list] = {}
+    for record in records:
+        groups.setdefault((record.task_id, record.kernel_name.rsplit("-", 1)[0]), []).append(record)
+    repeated = [copies for copies in groups.values() if len(copies) > 1]
+    if not repeated:
+        return {}
+    within = total = 0
+    for copies in repeated:
+        speedups = [r.speedup_eager for r in copies if r.status == "correct" and r.speedup_eager]
+        if len(speedups) > 1:
+            median = statistics.median(speedups)
+            within += sum(abs(s / median - 1) <= 0.05 for s in speedups)
+            total += len(speedups)
+    return {"copies: kernels with copies": len(repeated),
+            "copies: kernels with one verdict in every copy": sum(len({r.status for r in c}) == 1 for c in repeated),
+            "copies: correct copies timed": total,
+            "copies: speedups within 5 % of their kernel's median": within}  # fmt: skip
 
 
 def measure_warm(pairs, options: VerifyOptions, gpu_counts: list[int], records_path: Path | None) -> None:

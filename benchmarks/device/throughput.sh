@@ -16,7 +16,7 @@ if [ "${CHILD_START:-1}" = 1 ]; then
   tail -n 20 "$OUT/child-start.log"
 fi
 if [ -n "${BENCH_ARGS:-}" ]; then
-  timeout -s TERM -k 30 "${BENCH_BUDGET_S:-400}" python3 benchmarks/bench_verify_throughput.py $BENCH_ARGS \
+  timeout -s TERM -k 30 "${BENCH_BUDGET_S:-400}" python3 benchmarks/bench_verify_throughput.py $BENCH_ARGS --records "$OUT/records.jsonl" \
     > "$OUT/bench.log" 2>&1
   grep -vE "^build of " "$OUT/bench.log" | tail -n 90
 fi

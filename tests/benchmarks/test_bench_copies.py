@@ -1,0 +1,35 @@
+"""The throughput bench's mix repeats each bundled kernel as copies: its copy figures say whether a loaded machine
+moved a verdict or a speedup between copies of one kernel."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import SimpleNamespace
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location(
+    "bench_verify_throughput", ROOT / "benchmarks" / "bench_verify_throughput.py"
+)
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+
+
+def record(task_id: str, name: str, status: str, speedup: float | None = None) -> SimpleNamespace:
+    return SimpleNamespace(task_id=task_id, kernel_name=name, status=status, speedup_eager=speedup)
+
+
+def test_copies_are_grouped_by_task_and_kernel_and_judged_against_their_median():
+    records = [
+        record("1/1", "tiled-0", "correct", 1.00), record("1/1", "tiled-16", "correct", 1.04),
+        record("1/1", "tiled-32", "correct", 1.20),  # 15 % off its kernel's median
+        record("1/2", "tiled-1", "incorrect"), record("1/2", "tiled-17", "correct", 2.0),  # same name, other task
+        record("1/3", "naive-2", "correct", 1.0),  # one copy: not counted
+    ]  # fmt: skip
+    assert bench.copy_agreement(records) == {
+        "copies: kernels with copies": 2,
+        "copies: kernels with one verdict in every copy": 1,
+        "copies: correct copies timed": 3,
+        "copies: speedups within 5 % of their kernel's median": 2,
+    }
+    assert bench.copy_agreement(records[-1:]) == {}
