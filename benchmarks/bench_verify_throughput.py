@@ -10,7 +10,7 @@ variant comment (a new source is a new kernel: no compile-cache hits). Prints fi
 
     python benchmarks/bench_verify_throughput.py [--kernels N] [--tasks N] [--backend cuda|cpu]
                                                  [--eval-workers 1,4] [--skip startup,compile] [--profile]
-                                                 [--warm-gpus 1,2]
+                                                 [--warm-gpus 1,2] [--engines N]
                                                  [--judge-poll-max S] [--child-start fork|exec]
 
 While it runs, a stall report (`gate_watch.py`) prints the gate's state and the builder's processes once an
@@ -324,6 +324,17 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
         print(f"  {label}: {name:52s} {value:8.2f}")
     for name, value in copy_agreement(records).items():
         print(f"  {label}: {name:52s} {value:8.3f}")
+    rates = {f"{label}: kernels": len(records), f"{label}: tasks": tasks, f"{label}: wall s": wall,
+             f"{label}: first record after s": first or float("nan"),
+             f"{label}: first evaluated record after s": first_evaluated or float("nan"),
+             f"{label}: VERIFIED KERNELS/HOUR": len(records) / wall * 3600,
+             f"{label}: kernels/hour after the first evaluated record":
+                 (len(records) - evaluated_at) / max(1e-9, wall - (first_evaluated or wall)) * 3600,
+             f"{label}: GPU-busy s/kernel (all GPUs)": busy / n}  # fmt: skip
+    if verifier.engine_devices:  # builds, gates, references and phases live in the engines' own processes
+        print(f"  {label}: {len(verifier.engine_devices)} engine processes: the rate, the cores and the GPUs' busy "
+              "time only (the breakdown is measured in-process, on one GPU)")  # fmt: skip
+        return rates
     return {f"{label}: kernels": len(records), f"{label}: tasks": tasks, f"{label}: wall s": wall,
             f"{label}: first record after s": first or float("nan"),
             f"{label}: first evaluated record after s": first_evaluated or float("nan"),
@@ -363,6 +374,8 @@ def main() -> None:
     longest = config.JUDGE_POLL_MAX_S
     parser.add_argument("--judge-poll-max", type=float, default=None,
                         help=f"the watchers' longest wait between looks, s (default {longest})")  # fmt: skip
+    parser.add_argument("--engines", type=int, default=None,
+                        help="engine processes (default: one per GPU where several are visible)")  # fmt: skip
     parser.add_argument("--warm-gpus", default="",
                         help="then the same kernels again on the builds the run left (an evaluation-bound mix), "
                              "on the first N visible GPUs for each N, e.g. 1,2")  # fmt: skip
@@ -403,7 +416,8 @@ def main() -> None:
     for workers in settings:
         work = Path(tempfile.mkdtemp(prefix="ka-bench-"))
         options = VerifyOptions(backend=backend, build_cache_dir=work / "builds", baseline_cache_dir=work / "baselines",
-                                trials=config.DEFAULT_TRIALS, eval_workers=workers, profile=args.profile)  # fmt: skip
+                                trials=config.DEFAULT_TRIALS, eval_workers=workers, profile=args.profile,
+                                engines=args.engines)  # fmt: skip
         pairs = corpus(backend, count, args.tasks)
         label = f"eval workers/device {workers or 'default'}{', profiles on' if args.profile else ''}"
         print(f"{label}: {count} kernels over {len({t.id for _, t in pairs})} tasks, compile workers "

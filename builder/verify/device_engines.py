@@ -125,8 +125,11 @@ class _Engine:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p))
         if share["device"] is not None:
             env["CUDA_VISIBLE_DEVICES"] = share["device"]
+        # A session of its own: a terminal's Ctrl-C reaches the builder alone, which stops its engines itself
+        # (an engine that died first would turn its pending pairs into crash records while the build stops).
         self.process = subprocess.Popen([sys.executable, "-m", MODULE, str(theirs.fileno())], env=env,
-                                        pass_fds=[theirs.fileno()], cwd=str(config.REPO_ROOT))  # fmt: skip
+                                        pass_fds=[theirs.fileno()], cwd=str(config.REPO_ROOT),
+                                        start_new_session=True)  # fmt: skip
         theirs.close()
         self.connection: Connection = ours
         if share["cores"]:
