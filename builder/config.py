@@ -279,6 +279,7 @@ EVAL_WORKERS_CPU = 1
 ENGINE_PROCESS_PER_GPU = True
 ENGINE_STOP_GRACE_S = 30.0  # a stopped engine closes its stream (its children and builds) within this
 ENGINE_PARENT_POLL_S = 1.0  # how often an engine looks whether its builder is still there
+ENGINE_BALANCE_WAIT_S = 30.0  # an engine that has not asked for pairs this long holds the others back no longer
 # Cores kept per GPU for its timing windows on CUDA builds (builder/verify/device_gate.py): no other sandboxed
 # process runs there. Kept only when at least half the cores remain for compiles and the rest.
 TIMING_CORES_PER_GPU = 2

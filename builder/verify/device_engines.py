@@ -8,7 +8,9 @@ compile workers and the build's seeds. This process only hands out pairs and gat
 
 - An engine asks for its next pair when its stream wants one. It gets the first waiting pair of a task it
   already has (the task's clean reference and baselines are then made once), else of a task nobody has, else
-  the first waiting pair: no engine idles while pairs wait.
+  the first waiting pair: no engine idles while pairs wait. An engine more than a shared build's worth of
+  pairs (`batch_size`) ahead of the least loaded other engine waits: an engine reads its stream a window of
+  builds at a time, and the first up would otherwise take a short stream whole.
 - A pair is pending from the moment it is handed out until its record comes back. An engine that dies sends
   each of its pending pairs back as a `crash` record (as an executor does for a candidate it lost): none lost,
   none twice; the other engines go on. Should every engine end early, the stream raises: the pairs none of them
@@ -26,6 +28,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
@@ -77,6 +80,11 @@ class Router:
         with self._lock:
             self._waiting.appendleft(pair)
 
+    def drained(self) -> bool:
+        """Whether every pair is handed out (known without reading further)."""
+        with self._lock:
+            return self._exhausted and not self._waiting
+
     def unfinished(self) -> bool:
         """Whether pairs are still waiting or unread (none is read beyond the first)."""
         with self._lock:
@@ -96,6 +104,12 @@ class Router:
             if owner is None and unowned is None:
                 unowned = index
         return unowned if unowned is not None else 0
+
+
+def within_reach(pending: int, others: list[int], slack: int) -> bool:
+    """Whether an engine holding `pending` pairs may take one more beside engines holding `others`: not while it
+    is more than `slack` ahead of the least loaded."""
+    return not others or pending <= min(others) + slack
 
 
 def engine_shares(devices: list[str | None], cores: list[int], compile_workers: int) -> list[dict[str, Any]]:
@@ -118,6 +132,8 @@ class _Engine:
         self.pending: dict[int, tuple[Candidate, Task]] = {}
         self.pending_lock = threading.Lock()
         self.ended = False  # set, under pending_lock, once its pending pairs were said
+        self.told_end = False  # it was told there are no more pairs
+        self.asked_at = time.monotonic()  # its start, then its last request for a pair
         self.requests: queue.Queue = queue.Queue()
         self.send_lock = threading.Lock()
         ours, theirs = Pipe(duplex=True)
@@ -155,6 +171,20 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
     records: queue.Queue = queue.Queue()
     sequences = iter(range(1 << 62))
     engines: list[_Engine] = []
+    balance = threading.Condition()  # notified whenever an engine's pending pairs change or it ends
+    slack = max(1, options.batch_size)
+
+    def may_take(engine: _Engine) -> bool:
+        """Against the others still asking (or starting): one that has not asked for `ENGINE_BALANCE_WAIT_S` holds
+        nobody back."""
+        now = time.monotonic()
+        others = [len(e.pending) for e in engines if e is not engine and not e.ended and not e.told_end
+                  and now - e.asked_at < config.ENGINE_BALANCE_WAIT_S]  # fmt: skip
+        return router.drained() or within_reach(len(engine.pending), others, slack)
+
+    def changed() -> None:
+        with balance:
+            balance.notify_all()
 
     def crash(pair: tuple[Candidate, Task], why: str) -> KernelRecord:
         return failure_record(pair[0], pair[1], options.backend, "crash", why)
@@ -163,7 +193,11 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
         """Hand the engine a pair for each of its requests (None once there are no more)."""
         try:
             while engine.requests.get() is not None:
+                with balance:
+                    while not engine.ended and not may_take(engine):
+                        balance.wait(0.5)
                 pair = router.next_for(engine.index)
+                engine.told_end = pair is None
                 sequence = next(sequences)
                 with engine.pending_lock:
                     if engine.ended:
@@ -172,6 +206,7 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
                         return
                     if pair is not None:
                         engine.pending[sequence] = pair
+                changed()
                 try:
                     engine.send(None if pair is None else (sequence, *pair))
                 except OSError:  # it ended meanwhile: the pair goes to another engine
@@ -189,11 +224,14 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
             while True:
                 kind, *body = engine.connection.recv()
                 if kind == "next":
+                    engine.asked_at = time.monotonic()
                     engine.requests.put(True)
+                    changed()
                 elif kind == "record":
                     sequence, record = body
                     with engine.pending_lock:
                         engine.pending.pop(sequence, None)
+                    changed()
                     records.put(record)
                     made += 1
                 elif kind == "error":
@@ -208,6 +246,7 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
             with engine.pending_lock:
                 engine.ended = True
                 left, engine.pending = list(engine.pending.values()), {}
+            changed()
             why = (f"the engine process of GPU {engine.share['device']} ended (exit {engine.process.returncode}) "
                    "before this candidate's record")  # fmt: skip
             log.info("engine %d (GPU %s): %d records, %d pending at its end (exit %s)", engine.index,
