@@ -136,3 +136,13 @@ class BaselineCache:
             temporary.write_text(json.dumps(baseline))
             temporary.replace(path)
             return baseline
+
+
+def eager_disagrees(result: dict[str, Any], baseline: dict[str, Any] | None) -> bool:
+    """Whether the eager timed in the candidate's window and the clean process's cached eager differ by more
+    than config.EAGER_CROSSCHECK_TOLERANCE: the machine changed since the baseline was cached."""
+    window = result.get("eager_window") if isinstance(result.get("eager_window"), dict) else {}
+    in_window, clean = window.get("median_ms"), (baseline or {}).get("eager_ms")
+    if not isinstance(in_window, (int, float)) or not isinstance(clean, (int, float)) or clean <= 0:
+        return False
+    return abs(in_window / clean - 1.0) > config.EAGER_CROSSCHECK_TOLERANCE

@@ -36,6 +36,7 @@ from multiprocessing.connection import Connection, Pipe
 from typing import TYPE_CHECKING, Any
 
 from builder import config
+from builder.verify import environment
 
 if TYPE_CHECKING:
     from builder.candidates import Candidate
@@ -104,6 +105,18 @@ class Router:
             if owner is None and unowned is None:
                 unowned = index
         return unowned if unowned is not None else 0
+
+
+def engine_devices(options: VerifyOptions) -> list[str | None]:
+    """The GPU of each engine process a stream runs (None for a CPU engine), or [] to verify in the caller's
+    process: one engine per visible GPU where several are visible (`config.ENGINE_PROCESS_PER_GPU`, or
+    `options.engines` > 1); on the CPU backend only where `options.engines` asks for several."""
+    wanted = options.engines
+    if options.backend != "cuda":
+        return [None] * wanted if wanted and wanted > 1 else []
+    visible = environment.visible_gpu_ids()
+    on = config.ENGINE_PROCESS_PER_GPU if wanted is None else wanted > 1
+    return list(visible) if on and len(visible) > 1 else []
 
 
 def within_reach(pending: int, others: list[int], slack: int) -> bool:

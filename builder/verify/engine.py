@@ -28,8 +28,8 @@ from typing import Any
 from builder import config
 from builder.candidates import Candidate
 from builder.tasks import Task
-from builder.verify import batching, environment, verdict
-from builder.verify.baseline_cache import BaselineCache
+from builder.verify import batching, device_engines, environment, verdict
+from builder.verify.baseline_cache import BaselineCache, eager_disagrees
 from builder.verify.build_queue import BuildQueue
 from builder.verify.compile import CompileResult, build_extension, default_cache_dir
 from builder.verify.evaluation import ReferenceCache, process_reference_cache, run_judged
@@ -202,7 +202,7 @@ def finish_record(evaluated: Evaluated, baselines: BaselineCache | None = None) 
     if needs_baseline(evaluated):
         baselines = baselines or BaselineCache(options.baseline_cache_dir)
         baseline = baselines.get(task, options)
-        if _eager_disagrees(result or {}, baseline):  # the machine changed since the baseline was cached: again
+        if eager_disagrees(result or {}, baseline):  # the machine changed since the baseline was cached: again
             baseline = baselines.get(task, options, refresh=True) or baseline
     if result is not None and isinstance(result.get("phase_s"), dict):
         phases = {**result["phase_s"], "parent_wait_for_baseline": round(time.monotonic() - waited, 4)}
@@ -211,16 +211,6 @@ def finish_record(evaluated: Evaluated, baselines: BaselineCache | None = None) 
                                      static_flags=evaluated.static_flags, baseline=baseline, extra=evaluated.extra)  # fmt: skip
     assert evaluated.compiled is not None
     return attach_profiles(record, evaluated.candidate, task, options, evaluated.compiled)
-
-
-def _eager_disagrees(result: dict[str, Any], baseline: dict[str, Any] | None) -> bool:
-    """Whether the eager timed in the candidate's window and the clean process's cached eager differ by more
-    than config.EAGER_CROSSCHECK_TOLERANCE."""
-    window = result.get("eager_window") if isinstance(result.get("eager_window"), dict) else {}
-    in_window, clean = window.get("median_ms"), (baseline or {}).get("eager_ms")
-    if not isinstance(in_window, (int, float)) or not isinstance(clean, (int, float)) or clean <= 0:
-        return False
-    return abs(in_window / clean - 1.0) > config.EAGER_CROSSCHECK_TOLERANCE
 
 
 def verify(candidate: Candidate, task: Task, options: VerifyOptions) -> KernelRecord:
@@ -238,7 +228,7 @@ class Verifier:
 
     def __init__(self, options: VerifyOptions) -> None:
         self.options = options.with_seeds()  # one draw per build: every candidate sees the same trials
-        self.engine_devices = self._engine_devices()
+        self.engine_devices = device_engines.engine_devices(self.options)
         if self.options.backend == "cuda" and not self.engine_devices:  # engine processes keep their own
             from builder.verify.device_gate import keep_timing_cores
 
@@ -255,15 +245,6 @@ class Verifier:
     def _devices(self) -> int:
         return max(1, environment.gpu_count()) if self.options.backend == "cuda" else 1
 
-    def _engine_devices(self) -> list[str | None]:
-        """The GPU of each engine process stream() runs (None for a CPU engine), or [] to run in this process."""
-        wanted = self.options.engines
-        if self.options.backend != "cuda":
-            return [None] * wanted if wanted and wanted > 1 else []
-        visible = environment.visible_gpu_ids()
-        on = config.ENGINE_PROCESS_PER_GPU if wanted is None else wanted > 1
-        return list(visible) if on and len(visible) > 1 else []
-
     def _eval_workers(self) -> int:
         """Workers per device: their children's start-up, checks and judging overlap, while each timing window
         owns its device (device_gate)."""
@@ -274,8 +255,6 @@ class Verifier:
     def stream(self, pairs: Iterable[tuple[Candidate, Task]]) -> Iterator[KernelRecord]:
         """Yield one record per (candidate, task), in completion order."""
         if self.engine_devices:
-            from builder.verify import device_engines
-
             cores = sorted(os.sched_getaffinity(0))
             yield from device_engines.stream(self.options, pairs, self.engine_devices, cores)
             return
