@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -252,15 +252,17 @@ def plan_batches(
     batch_size: int = config.COMPILE_BATCH_SIZE,
     workers: int = 1,
     first_batch_size: int | None = None,
+    skip: Collection[int] = (),
 ) -> tuple[list[list[tuple[int, WrappedCandidate]]], list[int], dict[int, str]]:
     """(shared batches of (index, wrapped), indices to build alone, index -> reason it was kept alone).
 
-    Each language's safe candidates are cut in order by `batch_sizes` (at most `batch_size` a build)."""
+    Each language's safe candidates are cut in order by `batch_sizes` (at most `batch_size` a build); the
+    indices in `skip` (already built) are left out."""
     alone: list[int] = []
     reasons: dict[int, str] = {}
     safe: dict[str, list[tuple[int, WrappedCandidate]]] = {}
     for index, (source, language) in enumerate(sources):
-        if language not in ("cuda", "cpp"):
+        if language not in ("cuda", "cpp") or index in skip:
             continue  # python candidates are not compiled
         wrapped = wrap_candidate(source, f"ka_c{index}")
         if isinstance(wrapped, str):
@@ -290,6 +292,8 @@ def compile_many(
     first_batch_size: int | None = None,
     queue: BuildQueue | None = None,
     window: int = 0,
+    recall: Callable[[str, str], CompileResult | None] | None = None,
+    remember: Callable[[CompileResult, list[tuple[str, str]]], None] | None = None,
 ) -> list[CompileResult | None]:
     """Compile candidates (source, language) with shared builds where safe; None for python candidates.
 
@@ -303,9 +307,14 @@ def compile_many(
     own on `executor`), each worker taking the first: an earlier window's builds first; within a window, builds
     of candidates that may still be evaluated before culprits rebuilt for their own message only, each kind in
     the candidates' order. So a failed build's rebuild goes before later builds still waiting, as its
-    candidates' place says (the device waits for them)."""
+    candidates' place says (the device waits for them).
+
+    `recall(source, language)` finds a candidate's earlier build, however it was batched then (those are not
+    built again); `remember(shared, [(source, symbol prefix), ...])` notes a good shared build for its members."""
     queue = queue if queue is not None else BuildQueue(executor)
-    batches, alone, _ = plan_batches(sources, batch_size, workers, first_batch_size)
+    recalled = {index: found for index, (source, language) in enumerate(sources)
+                if recall is not None and language in ("cuda", "cpp") and (found := recall(source, language))}  # fmt: skip
+    batches, alone, _ = plan_batches(sources, batch_size, workers, first_batch_size, skip=recalled)
     results: list[CompileResult | None] = [None] * len(sources)
     done = threading.Condition()
     pending = 0
@@ -343,6 +352,8 @@ def compile_many(
                 else:
                     submit(run_batch, half)
             return
+        if remember is not None:
+            remember(shared, [(sources[index][0], f"{name}.") for (index, _), name in zip(group, names, strict=True)])
         for (index, _), name in zip(group, names, strict=True):
             finish(index, replace(shared, symbol_prefix=f"{name}.", batch_size=len(group)))
 
@@ -369,6 +380,8 @@ def compile_many(
     builds = [(group[0][0], run_batch, group) for group in batches] + [(index, run_alone, index) for index in alone]
     for _, fn, arg in sorted(builds, key=lambda item: item[0]):
         submit(fn, arg)
+    for index, found in recalled.items():  # after the builds are queued: the workers start while these are offered
+        finish(index, found)
     with done:  # halves are submitted from pool threads: wait for the count, not for the first futures
         done.wait_for(lambda: pending == 0)
     if errors:

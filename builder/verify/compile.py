@@ -3,6 +3,11 @@
 A build runs `python -m builder.verify.compile_child` in the sandbox with only its build directory
 writable. Builds live in `<build cache>/builds/<key>/`, keyed by sha256 of (source, flags, torch version,
 GPU arch, backend); a finished build (success or compiler error) is reused, a timed-out one is not.
+
+A candidate's build is found again however the candidates are batched next time (`recall_build`): its own
+build, or the shared build it was a member of (`remember_members` notes each member under its own key in
+`<build cache>/members/`). A resumed or re-sized run batches differently, and a shared build's key is that of
+its whole source.
 """
 
 from __future__ import annotations
@@ -10,13 +15,14 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import os
 import re
 import shutil
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +32,7 @@ from builder.verify.sandbox import run_sandboxed
 
 SUFFIX_BY_LANGUAGE = {"cuda": ".cu", "cpp": ".cpp"}
 RESULT_FILE = "result.json"
+MEMBERS_DIR = "members"
 # A compiler diagnostic line: "file:12:3: error: ..." (gcc/clang), "file(12): error: ..." (nvcc), ninja/ld.
 ERROR_LINE = re.compile(r"(\berror\b|\bError\b|undefined reference|FAILED:)")
 CONTEXT_LINES_BEFORE = 2
@@ -87,6 +94,60 @@ def default_cache_dir() -> Path:
     return config.CACHE_DIR / "compile"
 
 
+def _keyed(
+    source: str, backend: str, fast_math: bool, device_index: int
+) -> tuple[str, list[str], list[str], str | None]:
+    """(cache key, host cflags, nvcc cflags, GPU arch) of building `source` for this backend and device."""
+    torch_version, _ = environment.torch_versions()
+    arch = environment.gpu_arch(device_index) if backend == "cuda" else None
+    cflags, cuda_cflags = compile_flags(backend, fast_math)
+    return cache_key(source, cflags + cuda_cflags, torch_version, arch, backend), cflags, cuda_cflags, arch
+
+
+def build_key(source: str, backend: str, fast_math: bool = False, device_index: int = 0) -> str:
+    """The cache key `build_extension` builds `source` under."""
+    return _keyed(source, backend, fast_math, device_index)[0]
+
+
+def recall_build(source: str, language: str, backend: str, *, cache_dir: str | Path | None = None,
+                 fast_math: bool = False, device_index: int = 0) -> CompileResult | None:  # fmt: skip
+    """A finished earlier build of this one candidate, however it was batched then: its own build (success or
+    compiler error), else the shared build it was a member of; None when there is none (build it)."""
+    if language not in SUFFIX_BY_LANGUAGE or (backend == "cpu" and language == "cuda"):
+        return None
+    key = build_key(source, backend, fast_math, device_index)
+    root = Path(cache_dir) if cache_dir else default_cache_dir()
+    own = _read_cached(root / "builds" / key[:32])
+    if own is not None:
+        return _to_result(own, key, cached_hit=True)
+    try:
+        entry = json.loads((root / MEMBERS_DIR / f"{key[:32]}.json").read_text())
+        shared_key, prefix, size = str(entry["build"]), str(entry["symbol_prefix"]), int(entry["batch_size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    shared = _read_cached(root / "builds" / shared_key[:32])
+    if shared is None or not shared.get("ok"):
+        return None  # only a good shared build is a member's build: a failed one was split, its members rebuilt
+    return replace(_to_result(shared, shared_key, cached_hit=True), symbol_prefix=prefix, batch_size=size)
+
+
+def remember_members(shared: CompileResult, members: list[tuple[str, str]], backend: str, *,
+                     cache_dir: str | Path | None = None, fast_math: bool = False, device_index: int = 0) -> None:  # fmt: skip
+    """Note a good shared build under each member's own key (members: (source, symbol prefix)), so that
+    `recall_build` finds it whatever the next run's batches are."""
+    if not shared.ok or not shared.cache_key:
+        return
+    root = Path(cache_dir) if cache_dir else default_cache_dir()
+    (root / MEMBERS_DIR).mkdir(parents=True, exist_ok=True)
+    for source, prefix in members:
+        key = build_key(source, backend, fast_math, device_index)
+        entry = {"build": shared.cache_key, "symbol_prefix": prefix, "batch_size": len(members)}
+        path = root / MEMBERS_DIR / f"{key[:32]}.json"
+        partial = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}")
+        partial.write_text(json.dumps(entry))
+        os.replace(partial, path)  # a reader sees a whole entry or none
+
+
 def _compile_env(backend: str, arch: str | None) -> dict[str, str]:
     if backend != "cuda":
         return {}
@@ -129,10 +190,7 @@ def build_extension(
         raise ValueError(f"cannot compile language {language!r}")
     if backend == "cpu" and language == "cuda":
         return CompileResult(ok=False, error="a .cu candidate needs the cuda backend (use a .cpp file for cpu)")
-    torch_version, _ = environment.torch_versions()
-    arch = environment.gpu_arch(device_index) if backend == "cuda" else None
-    cflags, cuda_cflags = compile_flags(backend, fast_math)
-    key = cache_key(source, cflags + cuda_cflags, torch_version, arch, backend)
+    key, cflags, cuda_cflags, arch = _keyed(source, backend, fast_math, device_index)
     root = Path(cache_dir) if cache_dir else default_cache_dir()
     build_dir = root / "builds" / key[:32]
     build_dir.mkdir(parents=True, exist_ok=True)

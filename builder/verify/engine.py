@@ -31,7 +31,7 @@ from builder.tasks import Task
 from builder.verify import batching, device_engines, environment, verdict
 from builder.verify.baseline_cache import BaselineCache, eager_disagrees
 from builder.verify.build_queue import BuildQueue
-from builder.verify.compile import CompileResult, build_extension, default_cache_dir
+from builder.verify.compile import CompileResult, build_extension, default_cache_dir, recall_build, remember_members
 from builder.verify.evaluation import ReferenceCache, process_reference_cache, run_judged
 from builder.verify.pool import CHILD_MODULE, EvalPool, PooledChild, build_job, child_env
 from builder.verify.profiling import attach_profiles
@@ -238,9 +238,13 @@ class Verifier:
 
     def _build(self, source: str, language: str, cancel: threading.Event | None = None) -> CompileResult:
         o = self.options
-        return build_extension(source, language, o.backend, cache_dir=o.build_cache_dir,
-                               timeout_s=o.compile_timeout_s, fast_math=o.fast_math,
-                               device_index=o.device_index, isolation=o.isolation, cancel=cancel)  # fmt: skip
+        return build_extension(source, language, o.backend, **self._build_key_options(), timeout_s=o.compile_timeout_s,
+                               isolation=o.isolation, cancel=cancel)  # fmt: skip
+
+    def _build_key_options(self) -> dict:
+        """Where builds live and what besides the source keys them (`compile.recall_build`)."""
+        o = self.options
+        return {"cache_dir": o.build_cache_dir, "fast_math": o.fast_math, "device_index": o.device_index}
 
     def _devices(self) -> int:
         return max(1, environment.gpu_count()) if self.options.backend == "cuda" else 1
@@ -281,6 +285,7 @@ class Verifier:
             """Build one window's candidates, each offered to the evaluation workers as its build ends."""
             try:
                 sources = [(c.source, c.language) for c, _ in window]
+                backend, keyed = self.options.backend, self._build_key_options()
                 for index, (candidate, _) in enumerate(window):
                     if candidate.language == "python":
                         offer((window[index], CompileResult(ok=True)))
@@ -290,7 +295,8 @@ class Verifier:
                 batching.compile_many(sources, partial(self._build, cancel=stop), self.options.batch_size,
                                       on_result=lambda index, result: offer((window[index], result)),
                                       workers=self.options.compile_workers, first_batch_size=first_batch_size,
-                                      queue=builds, window=number)  # fmt: skip
+                                      queue=builds, window=number, recall=partial(recall_build, backend=backend,
+                                      **keyed), remember=partial(remember_members, backend=backend, **keyed))  # fmt: skip
             except BaseException as exc:  # noqa: BLE001 - surfaced by stream() in the caller's thread
                 records.put(exc)
             finally:

@@ -11,12 +11,14 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from builder.verify import batching
-from builder.verify.compile import CompileResult, build_extension, compiler_excerpt
+from builder.verify.compile import CompileResult, build_extension, compiler_excerpt, recall_build, remember_members
 from builder.verify.sandbox import SandboxCancelled, run_sandboxed
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sandbox"
@@ -40,10 +42,10 @@ def build(cache_dir):
 
 
 @pytest.fixture(scope="session")
-def shared_pair(build):
-    """Two safe candidates: one shared build."""
+def shared_pair(build, cache_dir):
+    """Two safe candidates: one shared build, noted for each member."""
     sources = [(fixture("add_one.cpp"), "cpp"), (fixture("times_two.cpp"), "cpp")]
-    return batching.compile_many(sources, build)
+    return batching.compile_many(sources, build, remember=partial(remember_members, backend="cpu", cache_dir=cache_dir))
 
 
 @pytest.fixture(scope="session")
@@ -108,6 +110,42 @@ def test_second_compile_is_a_cache_hit(build, mixed_batch):
     assert first.cpu_s > 0 and again.cpu_s == 0.0  # compile core-seconds are reported by the build itself
     failed_again = build(fixture("broken.cpp"), "cpp")
     assert failed_again.cached and not failed_again.ok and "not_declared_anywhere" in failed_again.error
+
+
+def test_a_member_of_a_shared_build_is_found_again_however_the_next_run_batches_it(shared_pair, mixed_batch, cache_dir):
+    """The pair again in the other order (another shared source, another key) and the broken candidate beside
+    them: nothing is built, each gets the build it had, the failure its own message."""
+    recall = partial(recall_build, backend="cpu", cache_dir=cache_dir)
+    sources = [(fixture("times_two.cpp"), "cpp"), (fixture("broken.cpp"), "cpp"), (fixture("add_one.cpp"), "cpp")]
+    built: list[str] = []
+
+    def must_not_build(source: str, language: str) -> CompileResult:
+        built.append(source)
+        return CompileResult(ok=False, error="built again")
+
+    times_two, broken, add_one = batching.compile_many(sources, must_not_build, recall=recall)
+    assert built == []
+    assert (add_one.library_path, add_one.symbol, add_one.batch_size) == (shared_pair[0].library_path, "c0.forward", 2)
+    assert times_two.symbol == "c1.forward" and times_two.cached and add_one.cached
+    assert call_forward(add_one.library_path, add_one.module_name, [(add_one.symbol, 1), (times_two.symbol, 5)]) == [
+        2,
+        10,
+    ]
+    assert not broken.ok and broken.cached and "not_declared_anywhere" in broken.error
+    assert recall(fixture("uses_define.cpp") + "// never built\n", "cpp") is None
+
+
+def test_a_member_is_not_recalled_from_a_shared_build_that_is_gone_or_failed(shared_pair, mixed_batch, cache_dir):
+    """A member entry whose shared build was removed, or points at a failed build, is no build: build it again."""
+    gone = fixture("add_one.cpp") + "// its shared build was removed\n"
+    remember_members(replace(shared_pair[0], cache_key="0" * 64), [(gone, "c0.")], "cpu", cache_dir=cache_dir)
+    assert recall_build(gone, "cpp", "cpu", cache_dir=cache_dir) is None
+    failed = fixture("add_one.cpp") + "// its shared build failed\n"
+    remember_members(replace(shared_pair[0], cache_key=mixed_batch[2].cache_key), [(failed, "c0.")], "cpu",
+                     cache_dir=cache_dir)  # fmt: skip
+    assert recall_build(failed, "cpp", "cpu", cache_dir=cache_dir) is None
+    remember_members(CompileResult(ok=False, cache_key="1" * 64), [(failed, "c0.")], "cpu", cache_dir=cache_dir / "x")
+    assert not (cache_dir / "x").exists()  # a failed shared build notes nobody
 
 
 def test_compile_timeout_is_reported_and_not_cached(tmp_path):

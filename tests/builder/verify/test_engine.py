@@ -19,6 +19,7 @@ import pytest
 from builder import config
 from builder.candidates import Candidate
 from builder.tasks import load_suite
+from builder.verify import compile as compile_module
 from builder.verify import verdict
 from builder.verify.compile import CompileResult
 from builder.verify.engine import BaselineCache, Verifier, VerifyOptions, evaluate_compiled, verify
@@ -329,6 +330,38 @@ def test_the_next_windows_builds_start_while_the_last_window_still_builds(task, 
     second_window_ends = [end for members, _, end in spans if members & {4, 5, 6, 7}]
     third_window = [began for members, began, _ in spans if members & {8, 9, 10, 11}]
     assert min(third_window) >= max(second_window_ends)  # two windows at most building at once
+
+
+def test_a_stream_batched_otherwise_builds_none_of_the_last_streams_candidates_again(task, options, monkeypatch):
+    """A resumed or re-sized run batches the same candidates into other shared builds (other sources, other keys):
+    each candidate is found in the build it had, and nothing is built twice."""
+    builds: list[set[int]] = []
+    lock = threading.Lock()
+
+    def fake_build(self, source: str, language: str, cancel=None) -> CompileResult:
+        key = compile_module.build_key(source, "cpu")  # where a real build of it would be cached
+        build_dir = self.options.build_cache_dir / "builds" / key[:32]
+        build_dir.mkdir(parents=True, exist_ok=True)
+        (build_dir / "lib.so").write_bytes(b"")
+        (build_dir / compile_module.RESULT_FILE).write_text(
+            json.dumps({"ok": True, "library_path": str(build_dir / "lib.so")})
+        )
+        with lock:
+            builds.append(kernel_numbers(source))
+        return CompileResult(ok=True, library_path=str(build_dir / "lib.so"), cache_key=key)
+
+    monkeypatch.setattr(Verifier, "_build", fake_build)
+    pairs = numbered_cpp_pairs(task, 12)
+    first = list(Verifier(replace(options, batch_size=4, compile_workers=2)).stream(pairs))
+    assert len(first) == 12 and set().union(*builds) == set(range(12)) and max(map(len, builds)) > 1
+    builds.clear()
+    again = list(
+        Verifier(replace(options, batch_size=3, compile_workers=1)).stream(
+            pairs[::-1] + numbered_cpp_pairs(task, 13)[12:]
+        )
+    )
+    assert builds == [{12}]  # only the new candidate
+    assert sorted(r.kernel_name for r in again) == sorted(f"k{i}" for i in range(13))
 
 
 def test_a_streams_first_builds_ramp_up_and_later_ones_share_the_workers(task, options, monkeypatch):
