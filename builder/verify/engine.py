@@ -78,20 +78,20 @@ class VerifyOptions:
         return replace(self, seeds=[secrets.randbits(config.SEED_BITS) for _ in range(max(1, self.trials))])
 
 
+def build_settings(options: VerifyOptions) -> dict[str, Any]:
+    """Where builds live and what, besides a source and the backend, keys them (`compile.build_key`)."""
+    return {"cache_dir": options.build_cache_dir, "fast_math": options.fast_math, "device_index": options.device_index}
+
+
 def compile_candidate(candidate: Candidate, task: Task, options: VerifyOptions) -> CompileResult:
-    """Compile one candidate alone (cached). Python candidates need no build."""
+    """Compile one candidate alone, or find its earlier build (its own, or a shared one it was in). Python
+    candidates need no build."""
     if candidate.language == "python":
         return CompileResult(ok=True)
-    return build_extension(
-        candidate.source,
-        candidate.language,
-        options.backend,
-        cache_dir=options.build_cache_dir,
-        timeout_s=options.compile_timeout_s,
-        fast_math=options.fast_math,
-        device_index=options.device_index,
-        isolation=options.isolation,
-    )
+    settings = build_settings(options)
+    return recall_build(candidate.source, candidate.language, options.backend, **settings) or build_extension(
+        candidate.source, candidate.language, options.backend, **settings, timeout_s=options.compile_timeout_s,
+        isolation=options.isolation)  # fmt: skip
 
 
 def _static_flags(candidate: Candidate) -> set[str]:
@@ -238,13 +238,8 @@ class Verifier:
 
     def _build(self, source: str, language: str, cancel: threading.Event | None = None) -> CompileResult:
         o = self.options
-        return build_extension(source, language, o.backend, **self._build_key_options(), timeout_s=o.compile_timeout_s,
+        return build_extension(source, language, o.backend, **build_settings(o), timeout_s=o.compile_timeout_s,
                                isolation=o.isolation, cancel=cancel)  # fmt: skip
-
-    def _build_key_options(self) -> dict:
-        """Where builds live and what besides the source keys them (`compile.recall_build`)."""
-        o = self.options
-        return {"cache_dir": o.build_cache_dir, "fast_math": o.fast_math, "device_index": o.device_index}
 
     def _devices(self) -> int:
         return max(1, environment.gpu_count()) if self.options.backend == "cuda" else 1
@@ -285,7 +280,7 @@ class Verifier:
             """Build one window's candidates, each offered to the evaluation workers as its build ends."""
             try:
                 sources = [(c.source, c.language) for c, _ in window]
-                backend, keyed = self.options.backend, self._build_key_options()
+                backend, keyed = self.options.backend, build_settings(self.options)
                 for index, (candidate, _) in enumerate(window):
                     if candidate.language == "python":
                         offer((window[index], CompileResult(ok=True)))

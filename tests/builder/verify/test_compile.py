@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from builder.candidates import Candidate
 from builder.verify import batching
 from builder.verify.compile import CompileResult, build_extension, compiler_excerpt, recall_build, remember_members
+from builder.verify.engine import VerifyOptions, compile_candidate
 from builder.verify.sandbox import SandboxCancelled, run_sandboxed
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sandbox"
@@ -133,6 +135,13 @@ def test_a_member_of_a_shared_build_is_found_again_however_the_next_run_batches_
     ]
     assert not broken.ok and broken.cached and "not_declared_anywhere" in broken.error
     assert recall(fixture("uses_define.cpp") + "// never built\n", "cpp") is None
+
+
+def test_one_candidate_verified_alone_uses_the_shared_build_it_was_in(shared_pair, cache_dir):
+    """`kernel-archive verify` (and the Ray executor) compile one candidate: a kernel from a build is not rebuilt."""
+    candidate = Candidate(task_id="1/1", source=fixture("times_two.cpp"), language="cpp", kernel_name="times_two")
+    compiled = compile_candidate(candidate, None, VerifyOptions(backend="cpu", build_cache_dir=cache_dir))
+    assert compiled.cached and compiled.library_path == shared_pair[1].library_path and compiled.symbol == "c1.forward"
 
 
 def test_a_member_is_not_recalled_from_a_shared_build_that_is_gone_or_failed(shared_pair, mixed_batch, cache_dir):
