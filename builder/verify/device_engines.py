@@ -2,7 +2,7 @@
 
 One process that watches, judges and grants device turns for the children of every GPU is bound by its one
 interpreter lock: on two H200s a single parent spent 1.9 cores of Python on 1.4 kernels/s and the second GPU
-added 17 %. So a stream over N GPUs runs N engine processes, `python -m builder.verify.device_engines FD`,
+added 17 %. So a stream over N GPUs runs N engine processes (`engine_process.py`),
 each a `Verifier` over one GPU (its CUDA_VISIBLE_DEVICES) on its own share of the cores, with its share of the
 compile workers and the build's seeds. This process only hands out pairs and gathers records:
 
@@ -16,13 +16,14 @@ compile workers and the build's seeds. This process only hands out pairs and gat
   none twice; the other engines go on. Should every engine end early, the stream raises: the pairs none of them
   began get no record, and a rerun of the build resumes them.
 - Closing the stream stops every engine (SIGTERM: each closes its own stream, and its children die with it).
+- An engine's `builder.*` log records come to this process's loggers, at the levels set here when the stream
+  began (`processName` says which engine): a caller's handlers see them as they would an in-process engine's.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import pickle
 import queue
 import signal
 import subprocess
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from builder import config
 from builder.verify import environment
+from builder.verify.engine_process import MODULE
 
 if TYPE_CHECKING:
     from builder.candidates import Candidate
@@ -45,7 +47,6 @@ if TYPE_CHECKING:
     from schemas import KernelRecord
 
 log = logging.getLogger(__name__)
-MODULE = "builder.verify.device_engines"
 
 
 class Router:
@@ -166,7 +167,8 @@ class _Engine:
                 os.sched_setaffinity(self.process.pid, share["cores"])
             except OSError as exc:  # it may already have gone: its reader sees the end
                 log.debug("engine %d: cores not set: %s", index, exc)
-        self.send(("start", replace(options, compile_workers=share["compile_workers"], device_index=0, engines=1)))
+        options = replace(options, compile_workers=share["compile_workers"], device_index=0, engines=1)
+        self.send(("start", options, builder_log_levels()))
 
     def send(self, message: Any) -> None:
         with self.send_lock:
@@ -247,6 +249,8 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
                     changed()
                     records.put(record)
                     made += 1
+                elif kind == "log":
+                    replay_log(body[0], f"engine-{engine.index}")
                 elif kind == "error":
                     error = body[0]
                 elif kind == "done":
@@ -306,77 +310,19 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
 _ENDED = object()
 
 
-# --- the engine process ------------------------------------------------------------------------------------
+def builder_log_levels() -> dict[str, int]:
+    """The levels this process logs `builder.*` at (the package's effective level, and any set below it), for an
+    engine to log at."""
+    levels = {"builder": logging.getLogger("builder").getEffectiveLevel()}
+    for name, logger in logging.root.manager.loggerDict.items():
+        if name.startswith("builder.") and isinstance(logger, logging.Logger) and logger.level:
+            levels[name] = logger.level
+    return levels
 
 
-def _engine_main(connection: Connection) -> int:
-    kind, options = connection.recv()
-    if kind != "start":
-        return 2
-    options = replace(options, engines=1)  # an engine verifies in its own process: it never starts engines
-    sending = threading.Lock()
-    sequences: dict[tuple[str, str, str], deque[int]] = {}
-
-    def send(message: Any) -> None:
-        with sending:
-            connection.send(message)
-
-    def pairs() -> Iterator[tuple[Candidate, Task]]:
-        """The stream's input: one pair per request (only this thread receives)."""
-        while True:
-            send(("next",))
-            item = connection.recv()
-            if item is None:
-                return
-            sequence, candidate, task = item
-            key = _key(candidate.task_id, candidate.kernel_id, candidate.kernel_name)
-            sequences.setdefault(key, deque()).append(sequence)
-            yield candidate, task
-
-    from builder.verify.engine import Verifier
-
-    records = Verifier(options).stream(pairs())
-    try:
-        for record in records:
-            sequence = sequences[_key(record.task_id, record.kernel_id, record.kernel_name)].popleft()
-            send(("record", sequence, record))
-        send(("done",))
-        return 0
-    except Exception as exc:  # noqa: BLE001 - said to the parent, which raises it in the build
-        send(("error", f"{type(exc).__name__}: {exc}"))
-        send(("done",))
-        return 1
-    finally:
-        records.close()  # stops its builds and children (SIGTERM lands here through SystemExit)
-
-
-def _key(task_id: str, kernel_id: str, kernel_name: str) -> tuple[str, str, str]:
-    return task_id, kernel_id, kernel_name
-
-
-def _stop_on_sigterm(signum: int, frame: Any) -> None:
-    raise SystemExit(128 + signum)
-
-
-def _exit_with_parent(parent: int) -> None:
-    """The engine outlives no builder: once its parent is gone, it stops as on SIGTERM."""
-    while os.getppid() == parent:
-        threading.Event().wait(config.ENGINE_PARENT_POLL_S)
-    os.kill(os.getpid(), signal.SIGTERM)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 1 or not args[0].isdigit():
-        print(f"usage: python -m {MODULE} FD (started by the verify engine)", file=sys.stderr)
-        return 2
-    signal.signal(signal.SIGTERM, _stop_on_sigterm)
-    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
-    try:
-        return _engine_main(Connection(int(args[0])))
-    except (EOFError, OSError, pickle.UnpicklingError):
-        return 1  # the parent went away mid-message
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def replay_log(fields: dict[str, Any], process_name: str) -> None:
+    """An engine's log record, handled by this process's logger of the same name."""
+    logger = logging.getLogger(str(fields.get("name", MODULE)))
+    level = int(fields.get("levelno", logging.INFO))
+    if logger.isEnabledFor(level):
+        logger.handle(logging.makeLogRecord(dict(fields, processName=process_name)))

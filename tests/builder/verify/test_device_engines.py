@@ -112,13 +112,17 @@ def test_two_engines_give_every_pair_the_verdict_one_process_gives(tmp_path, cap
     pairs = fixture_pairs(names)
     options = VerifyOptions(backend="cpu", build_cache_dir=tmp_path / "builds", baseline_cache_dir=tmp_path / "b")
     alone = {r.kernel_name: r.status for r in Verifier(options).stream(pairs)}
-    with caplog.at_level(logging.INFO, logger=device_engines.__name__):
-        engines = {r.kernel_name: r.status for r in Verifier(replace(options, engines=2, batch_size=2)).stream(pairs)}
+    caplog.set_level(logging.INFO, logger=device_engines.__name__)
+    caplog.set_level(logging.DEBUG, logger="builder.verify.engine")  # the engines log each evaluation's phases
+    engines = {r.kernel_name: r.status for r in Verifier(replace(options, engines=2, batch_size=2)).stream(pairs)}
     assert engines == alone and len(alone) == len(pairs)
     assert Counter(alone.values()) == {"correct": 2, "incorrect": 4}
     ends = [r.getMessage() for r in caplog.records if r.getMessage().startswith("engine ")]
     assert len(ends) == 2 and all("0 pending" in line for line in ends), ends
     assert not any(": 0 records" in line for line in ends), ends  # the pairs were shared out
+    phases = {r.getMessage().split(":")[0].removeprefix("evaluation phases of "): r.processName for r in caplog.records
+              if r.name == "builder.verify.engine" and r.getMessage().startswith("evaluation phases of ")}  # fmt: skip
+    assert set(phases) == set(engines) and set(phases.values()) == {"engine-0", "engine-1"}, phases
     assert not engine_processes()
 
 
@@ -161,8 +165,3 @@ def test_closing_the_stream_stops_every_engine_and_its_children(tmp_path):
     assert time.monotonic() - began < config.ENGINE_STOP_GRACE_S
     gone, alive = psutil.wait_procs(engines + descendants, timeout=10)
     assert not alive, [p.info if hasattr(p, "info") else p.pid for p in alive]
-
-
-def test_the_engine_entry_point_says_how_to_use_it(capsys):
-    assert device_engines.main([]) == 2
-    assert "usage: python -m builder.verify.device_engines FD" in capsys.readouterr().err

@@ -1,0 +1,121 @@
+"""An engine process (`device_engines`): a `Verifier` over one GPU, run as `python -m builder.verify.engine_process
+FD` by the builder's process, which it asks for pairs and sends records (and its `builder.*` log records) over the
+connection FD. Trusted, like the builder: candidate code runs only in its sandboxed children."""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import signal
+import sys
+import threading
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import replace
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Any
+
+from builder import config
+
+if TYPE_CHECKING:
+    from builder.candidates import Candidate
+    from builder.tasks import Task
+
+MODULE = "builder.verify.engine_process"
+
+
+class _ForwardLogs(logging.Handler):
+    """In an engine: its `builder.*` records, sent to the builder's process (what it needs to show them)."""
+
+    def __init__(self, send: Any) -> None:
+        super().__init__()
+        self._send = send
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            exc_text = logging.Formatter().formatException(record.exc_info) if record.exc_info else None
+            fields = {"name": record.name, "levelno": record.levelno, "levelname": record.levelname,
+                      "msg": record.getMessage(), "exc_text": exc_text, "created": record.created}  # fmt: skip
+            self._send(("log", fields))
+        except (OSError, ValueError):  # the builder has gone, or the pipe is closed: the record goes nowhere
+            pass
+
+
+def _engine_main(connection: Connection) -> int:
+    kind, options, levels = connection.recv()
+    if kind != "start":
+        return 2
+    options = replace(options, engines=1)  # an engine verifies in its own process: it never starts engines
+    sending = threading.Lock()
+    sequences: dict[tuple[str, str, str], deque[int]] = {}
+
+    def send(message: Any) -> None:
+        with sending:
+            connection.send(message)
+
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+    builder_log = logging.getLogger("builder")
+    builder_log.addHandler(_ForwardLogs(send))
+    builder_log.propagate = False  # shown by the builder's process, not also on this one's stderr
+
+    def pairs() -> Iterator[tuple[Candidate, Task]]:
+        """The stream's input: one pair per request (only this thread receives)."""
+        while True:
+            send(("next",))
+            item = connection.recv()
+            if item is None:
+                return
+            sequence, candidate, task = item
+            key = _key(candidate.task_id, candidate.kernel_id, candidate.kernel_name)
+            sequences.setdefault(key, deque()).append(sequence)
+            yield candidate, task
+
+    from builder.verify.engine import Verifier
+
+    records = Verifier(options).stream(pairs())
+    try:
+        for record in records:
+            sequence = sequences[_key(record.task_id, record.kernel_id, record.kernel_name)].popleft()
+            send(("record", sequence, record))
+        send(("done",))
+        return 0
+    except Exception as exc:  # noqa: BLE001 - said to the parent, which raises it in the build
+        send(("error", f"{type(exc).__name__}: {exc}"))
+        send(("done",))
+        return 1
+    finally:
+        records.close()  # stops its builds and children (SIGTERM lands here through SystemExit)
+
+
+def _key(task_id: str, kernel_id: str, kernel_name: str) -> tuple[str, str, str]:
+    return task_id, kernel_id, kernel_name
+
+
+def _stop_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _exit_with_parent(parent: int) -> None:
+    """The engine outlives no builder: once its parent is gone, it stops as on SIGTERM."""
+    while os.getppid() == parent:
+        threading.Event().wait(config.ENGINE_PARENT_POLL_S)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1 or not args[0].isdigit():
+        print(f"usage: python -m {MODULE} FD (started by the verify engine)", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+    try:
+        return _engine_main(Connection(int(args[0])))
+    except (EOFError, OSError, pickle.UnpicklingError):
+        return 1  # the parent went away mid-message
+
+
+if __name__ == "__main__":
+    sys.exit(main())
