@@ -331,9 +331,9 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
              f"{label}: kernels/hour after the first evaluated record":
                  (len(records) - evaluated_at) / max(1e-9, wall - (first_evaluated or wall)) * 3600,
              f"{label}: GPU-busy s/kernel (all GPUs)": busy / n}  # fmt: skip
-    if verifier.engine_devices:  # builds, gates, references and phases live in the engines' own processes
-        print(f"  {label}: {len(verifier.engine_devices)} engine processes: the rate, the cores and the GPUs' busy "
-              "time only (the breakdown is measured in-process, on one GPU)")  # fmt: skip
+    if verifier.engine_devices:  # builds, gates, references and baselines live in the engines' own processes
+        print(f"  {label}: {len(verifier.engine_devices)} engine processes: the rate, the cores, the GPUs' busy time "
+              "and the children's phases only (builds, gates, references and baselines are the engines' own)")  # fmt: skip
         return rates
     return {f"{label}: kernels": len(records), f"{label}: tasks": tasks, f"{label}: wall s": wall,
             f"{label}: first record after s": first or float("nan"),
