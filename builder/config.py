@@ -26,9 +26,8 @@ TOLERANCES = {  # dtype -> (atol, rtol)
     "bfloat16": (1e-2, 1e-2),
 }
 DEFAULT_TRIALS = 5
-# A reference output whose std (or the std along some axis, everywhere) is below this is degenerate.
 COMPARE_CHUNK_ELEMENTS = 1 << 18  # values per chunk when the judge compares on the CPU (cache-sized passes)
-DEGENERATE_STD = 1e-6
+DEGENERATE_STD = 1e-6  # a reference output whose std (or the std along some axis, everywhere) is below this
 DEGENERATE_AXIS_FRACTION = 0.99  # share of near-constant slices along an axis that makes the axis degenerate
 POISON_BYTES = 1 << 30  # bytes of NaN-filled allocations released before each candidate call
 # Every poisoned byte is 0xFF: all-ones reads as NaN in fp16, bf16, fp32 and fp64 alike, and no arithmetic
@@ -230,10 +229,9 @@ PREFERENCE_PAIRS_PER_TASK = 64  # cap: pairs grow quadratically with kernels per
 UPLOAD_LARGE_FOLDER_BYTES = 5 << 30  # past this, publish uses upload_large_folder (resumable, chunked)
 
 # --- re-verification (`kernel-archive reverify`, builder/pipeline/reverify.py) -------------------
-# An archive "held" on this machine when at least this share of its verdicts agree with ours ...
+# An archive "held" on this machine when at least this share of its verdicts agree with ours, and this share of
+# the kernels correct both times kept their speedup over eager within the tolerance (new / old in [1 ± tol]).
 REVERIFY_HELD_VERDICT_AGREEMENT = 0.95
-# ... and at least this share of the kernels correct both times kept their speedup over eager within
-# the tolerance below (new speedup / old speedup in [1 - tol, 1 + tol]).
 REVERIFY_HELD_SPEEDUP_SHARE = 0.95
 REVERIFY_SPEEDUP_TOLERANCE = 0.05
 REVERIFY_QUANTILES = (0.0, 0.05, 0.25, 0.5, 0.75, 0.95, 1.0)  # of the new/old speedup ratio
@@ -256,9 +254,8 @@ CPU_EXTENSION_CFLAGS = ("-O3",)
 CUDA_EXTENSION_CFLAGS = ("-O3",)
 CUDA_FAST_MATH_FLAG = "--use_fast_math"
 COMPILE_WORKERS = max(1, (os.cpu_count() or 2) // 2)  # parallel compile children (each runs ninja/nvcc)
-# Candidates per shared build at most (the torch headers dominate a build: 17-19 core-s plus about 2 a kernel on an
-# H200 box); a stream's builds are no larger than an even share of the compile workers, and its first builds ramp
-# up from COMPILE_FIRST_BATCH_SIZE (4, 8, ...): the device waits for the first build (docs/architecture.md).
+# Candidates per shared build at most (the torch headers dominate a build), no more than an even share of the
+# compile workers; a stream's first builds ramp up from COMPILE_FIRST_BATCH_SIZE (docs/architecture.md).
 COMPILE_BATCH_SIZE = 16
 COMPILE_FIRST_BATCH_SIZE = 4
 # Windows of candidates (COMPILE_BATCH_SIZE x compile workers) whose builds wait in the queue at once, earlier
@@ -268,15 +265,11 @@ EVAL_POOL_SIZE = 1  # pre-started evaluation processes per GPU worker, beyond th
 FORK_EVALUATION_CHILDREN = True  # forked from a zygote, each into a bwrap sandbox of its own (verify/zygote.py)
 ZYGOTE_START_TIMEOUT_S = 300.0  # the zygote's imports (torch, torch._dynamo) on a busy box
 FORK_TIMEOUT_S = 60.0  # a sandbox's holder is up, and a child forked into it, within this
-# Evaluation workers per device: their children start, load, run checks and get judged side by side; each
-# timing window owns the device (builder/verify/device_gate.py). One on the CPU backend, whose checks would
-# compete with the compiles for the same cores. On an H200 box, 96 kernels: 997/h with four, 1223/h with eight;
-# twelve and sixteen were no faster (their children queue for timing windows).
+# Evaluation workers per device, side by side while each timing window owns the device (device_gate.py; the
+# counts measured are in docs/architecture.md). One on the CPU backend, whose checks share the compiles' cores.
 EVAL_WORKERS_PER_GPU = 8
 EVAL_WORKERS_CPU = 1
-# A stream over several GPUs runs an engine process per GPU (builder/verify/device_engines.py): one process's
-# interpreter lock bounds how many children it can watch and judge.
-ENGINE_PROCESS_PER_GPU = True
+ENGINE_PROCESS_PER_GPU = True  # a stream over several GPUs runs an engine process each (verify/device_engines.py)
 ENGINE_STOP_GRACE_S = 30.0  # a stopped engine closes its stream (its children and builds) within this
 ENGINE_PARENT_POLL_S = 1.0  # how often an engine looks whether its builder is still there
 ENGINE_BALANCE_WAIT_S = 30.0  # an engine that has not asked for pairs this long holds the others back no longer
@@ -284,13 +277,10 @@ ENGINE_BALANCE_WAIT_S = 30.0  # an engine that has not asked for pairs this long
 # process runs there. Kept only when at least half the cores remain for compiles and the rest.
 TIMING_CORES_PER_GPU = 2
 BASELINE_TIMEOUT_S = 900.0
-# Parallel children that compile torch.compile baselines ahead of their measured run (CUDA builds).
 REFERENCE_WARM_WORKERS = 4  # clean references computed ahead of the tasks' first candidates (CUDA builds)
 BASELINE_WARM_WORKERS = 4  # eager + torch.compile baselines of one task (inductor compiles inside)
-# inductor's compile threads in a baseline child. By default inductor starts a pool of worker processes, one per
-# core it may use, in every baseline child: four children at once while the first shared builds and references
-# run (benchmarks/probe_baseline_compile.py measures what each setting costs the cores). The build's output, and
-# so the baseline's timing, is the same either way.
+# inductor's compile threads in a baseline child: its default pool of worker processes per child costs the cores
+# the first builds need (benchmarks/probe_baseline_compile.py); the generated code, and its timing, is the same.
 BASELINE_COMPILE_THREADS = 1
 SEED_BITS = 63  # seeds are secrets.randbits(SEED_BITS), drawn per build
 
@@ -324,11 +314,8 @@ EXPLORER_SERVING_POLL_S = 0.05  # how often that open asks the server's health e
 EXPLORER_HEALTH_PATH = "/_stcore/health"  # asked until Streamlit answers (see preload.wait_until_serving)
 EXPLORER_WARM_UP_DELAY_S = 3.0  # after opening an archive, wait this long before loading embeddings + query model
 EXPLORER_HUB_PATTERNS = ("data/*.parquet", "README.md", "*.parquet")  # what a Hub source downloads
-# Headless Chromium for the browser tests and the explorer benchmark, configured as Chrome runs for a user
-# without a usable GPU: software raster and compositing, SwiftShader only as the WebGL fallback (the map's
-# scattergl). `--use-angle=swiftshader` instead makes SwiftShader act as a GPU for everything (a mode for GPU
-# code paths on bots): every tile and canvas is then rastered through emulated GL, which no user pays (on the
-# 2-core box ~0.4 s of a cold start; docs/explorer.md).
+# Headless Chromium for the browser tests and the explorer benchmark, as Chrome runs for a user without a usable
+# GPU: software raster, SwiftShader only as the WebGL fallback (not `--use-angle=swiftshader`; docs/explorer.md).
 EXPLORER_CHROMIUM = "/usr/bin/chromium"
 EXPLORER_CHROMIUM_ARGS = (
     "--headless",
