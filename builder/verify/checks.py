@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -167,6 +168,7 @@ class CandidateRun:
     error: str | None = None  # the candidate raised (runtime_error)
     error_origin: str | None = None
     side_stream_probe: Any = None  # (bound, inputs) for the clock half of the side-stream check
+    step_s: dict[str, float] = field(default_factory=dict)  # CheckSteps.seconds: where the checks' time went
 
     def flag(self, name: str, why: str) -> None:
         self.flags.add(name)
@@ -201,6 +203,31 @@ class CandidateRun:
         }
 
 
+class CheckSteps:
+    """Between two steps of the checks: gives the device to a waiting window (`yield_to_window`), and keeps the
+    wall and CPU seconds (this process, all threads) of each kind of step, the time yielded to windows not
+    included. The child reports them as phases "check.<step>": the bench's breakdown of the checks."""
+
+    def __init__(self, yield_to_window: Callable[[], None], first: str) -> None:
+        self.yield_to_window = yield_to_window
+        self.seconds: dict[str, float] = {}
+        self._step = first
+        self._wall, self._cpu = time.perf_counter(), time.process_time()
+
+    def __call__(self, step: str) -> None:
+        """The step in progress ends; `step` begins once no window waits for the device."""
+        self.stop()
+        self.yield_to_window()
+        self._step = step
+        self._wall, self._cpu = time.perf_counter(), time.process_time()
+
+    def stop(self) -> None:
+        wall, cpu = time.perf_counter(), time.process_time()
+        for name, seconds in ((f"check.{self._step}", wall - self._wall), (f"cpu.check.{self._step}", cpu - self._cpu)):
+            self.seconds[name] = round(self.seconds.get(name, 0.0) + seconds, 4)
+        self._wall, self._cpu = wall, cpu
+
+
 def run_candidate_side(binding: Any, task_module: Any, job: dict[str, Any], manifest: dict[str, Any],
                        between_steps: Callable[[], None] | None = None) -> CandidateRun:  # fmt: skip
     """Every candidate call of the checks; never computes a trial's reference. `manifest` is the clean
@@ -213,11 +240,11 @@ def run_candidate_side(binding: Any, task_module: Any, job: dict[str, Any], mani
     binding = binding if isinstance(binding, CandidateBinding) else FunctionalBinding(binding)
     device = "cuda" if job.get("backend") == "cuda" else "cpu"
     run = CandidateRun()
-    between_steps = between_steps or _no_pause
+    steps = CheckSteps(between_steps or _no_pause, first="build_trial")
     try:
         with torch.no_grad():
-            _trials(binding, task_module, job, device, manifest, run, between_steps)
-            between_steps()
+            _trials(binding, task_module, job, device, manifest, run, steps)
+            steps("probe")
             model, inputs = instantiate(task_module, int(manifest["probe_seed"]), device)
             try:
                 run.outputs["probe"] = run_reference(model, inputs, device)
@@ -225,6 +252,8 @@ def run_candidate_side(binding: Any, task_module: Any, job: dict[str, Any], mani
                 run.outputs["probe"] = f"the reference raised here but not in the clean child: {exc}"
     except CandidateFailure as exc:
         run.error, run.error_origin = str(exc), "candidate"
+    steps.stop()
+    run.step_s = steps.seconds
     return run
 
 
@@ -233,18 +262,18 @@ def _no_pause() -> None:
 
 
 def _trials(binding: CandidateBinding, task_module: Any, job: dict, device: str, manifest: dict[str, Any],
-            run: CandidateRun, between_steps: Callable[[], None]) -> None:  # fmt: skip
+            run: CandidateRun, steps: CheckSteps) -> None:  # fmt: skip
     tolerance = (float(job["atol"]), float(job["rtol"]))
     out_bytes = [int(n) for n in manifest.get("output_bytes") or []]
     for index, seed in enumerate(trial_seeds(job)):
         if index:
-            between_steps()
+            steps("build_trial")
         model, inputs = instantiate(task_module, seed, device)
         pristine = snapshot(inputs)
         bound = binding.bind(model, task_module, seed, device)
         pristine_state = snapshot(list(bound.state.values()))
         candidate_inputs = snapshot(pristine)
-        between_steps()  # the model and inputs are made (a large model takes a while): the call is a step of its own
+        steps("call")  # the model and inputs are made (a large model takes a while): the call is a step of its own
         out = run_candidate(bound, candidate_inputs, device, out_bytes)
         run.outputs[f"trial{index}"] = out
         run.trials += 1
@@ -254,7 +283,7 @@ def _trials(binding: CandidateBinding, task_module: Any, job: dict, device: str,
         if mutated:
             run.flag("input_mutation", f"the candidate changed {', '.join(mutated[:4])}")
         if _shapes_match(out, manifest):
-            between_steps()
+            steps("repeat")
             restore_state(bound.state, dict(zip(names, pristine_state, strict=True)))
             again = run_candidate(bound, snapshot(pristine), device, out_bytes)
             repeat = compare_outputs(again, out, *tolerance)
@@ -262,10 +291,10 @@ def _trials(binding: CandidateBinding, task_module: Any, job: dict, device: str,
             if not repeat.ok and not _holds_poison(out):
                 run.flag("nondeterministic", f"two calls on the same inputs disagreed ({repeat.error})")
         if index == 0:
-            _first_trial_extras(binding, task_module, job, device, run, seed, model, pristine, between_steps)
+            _first_trial_extras(binding, task_module, job, device, run, seed, model, pristine, steps)
             if _shapes_match(out, manifest):
                 _perturbed_runs(
-                    binding, task_module, seed, device, model, pristine, manifest, run, out_bytes, between_steps
+                    binding, task_module, seed, device, model, pristine, manifest, run, out_bytes, steps
                 )
 
 
@@ -275,7 +304,7 @@ def _holds_poison(value: Any) -> bool:
 
 def _perturbed_runs(binding: CandidateBinding, task_module: Any, seed: int, device: str, model: Any,
                     pristine: list[Any], manifest: dict[str, Any], run: CandidateRun, out_bytes: list[int],
-                    between_steps: Callable[[], None]) -> None:  # fmt: skip
+                    steps: CheckSteps) -> None:  # fmt: skip
     """The candidate under each perturbation the reference responds to, with the clean side's exact noise."""
     targets = perturbation_targets(model, pristine)
     for entry in manifest.get("responsive_targets") or []:
@@ -283,7 +312,7 @@ def _perturbed_runs(binding: CandidateBinding, task_module: Any, seed: int, devi
         if index >= len(targets):
             continue
         kind, key = targets[index]
-        between_steps()
+        steps("perturbed")
         bound = binding.bind(copy.deepcopy(model), task_module, seed, device)
         inputs = snapshot(pristine)
         if kind == "input":
@@ -297,9 +326,9 @@ def _perturbed_runs(binding: CandidateBinding, task_module: Any, seed: int, devi
 
 def _first_trial_extras(binding: CandidateBinding, task_module: Any, job: dict, device: str, run: CandidateRun,
                         seed: int, model: Any, pristine: list[Any],
-                        between_steps: Callable[[], None]) -> None:  # fmt: skip
+                        steps: CheckSteps) -> None:  # fmt: skip
     """Checks that need one call each: torch-op census and, on CUDA, the side-stream probes."""
-    between_steps()
+    steps("census")
     bound = binding.bind(copy.deepcopy(model), task_module, seed, device)
     run.census = _op_census(bound, pristine, device, job)
     if run.census.get("uses_torch_ops"):
@@ -308,7 +337,7 @@ def _first_trial_extras(binding: CandidateBinding, task_module: Any, job: dict, 
     if device == "cuda":
         from builder.verify.side_stream import side_stream_output_reason
 
-        between_steps()
+        steps("side_stream")
         reason = side_stream_output_reason(bound, pristine)
         if reason:
             run.flag("side_stream", reason)

@@ -150,6 +150,7 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
     run = run_candidate_side(binding, task_module, job, manifest, between_steps=yield_point)
     phases.done("checks")
     phases.seconds["checks_yielded_to_timing"] = round(yield_point.waited_s, 4)  # within "checks"
+    phases.seconds.update(run.step_s)  # "checks" by kind of step, "checks_yielded_to_timing" not included
     result = run.result()
     device = "cuda" if job.get("backend") == "cuda" else "cpu"
     wants_timing = result["status"] == "correct" and not set(result["flags"]) & disqualifying_flags()
@@ -164,19 +165,24 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
         phases.done("prepare_timing")
     packed = tensor_files.pack_each(run.outputs)  # the last device work of the checks: copies to the host
     child_words.say(job, "checks_done_path", "done")  # the parent may end this child's shared hold: files are host
+    phases.done("copy_outputs")
+    # The checks' outputs go to the judge first: the parent compares them while this process writes the timing
+    # sets' first outputs and walks torch's surface again.
+    tensor_files.write_dir(job["outputs_dir"], packed, packed=True)
+    del packed
+    phases.done("write_outputs")
     if first_outputs is not None:
         try:
             tensor_files.write_dir(job["timing_outputs_dir"], first_outputs, packed=True)
         except Exception as exc:  # noqa: BLE001 - reported if it is timed, as a failed preparation is
             prepare_error = exception_text(exc)
     # torch's surface after the candidate's checks and its timing sets' first calls: a walk on the host (about
-    # half a second) that a window waiting for the shared hold would otherwise wait for.
+    # half a second) that neither a window waiting for the shared hold nor the judge waits for. A candidate it
+    # flags is not timed, whatever the judge found.
     if changed := tamper.changes(before, tamper.fingerprint(task_module)):
         run.flag("tampers_reference", "; ".join(changed))
         result, wants_timing = run.result(), False
     phases.done("fingerprint_after")
-    tensor_files.write_dir(job["outputs_dir"], packed, packed=True)
-    phases.done("write_outputs")
     if not wants_timing:
         return result
     timing_granted = child_words.await_judgement(job)

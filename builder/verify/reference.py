@@ -105,14 +105,17 @@ def perturbation_targets(model: Any, inputs: list[Any]) -> list[tuple[str, Any]]
 
 
 def perturbation(tensor: Any, seed: int, index: int) -> Any:
-    """Noise for target `index` of the trial with `seed`: the same on the clean and the candidate's side."""
+    """Noise for target `index` of the trial with `seed`: the same on the clean and the candidate's side, which
+    run on the same device (a build's references are per GPU model). Drawn on the tensor's device by that
+    device's generator, not drawn on the host and copied over: the candidate's child draws it inside its
+    shared hold."""
     import torch
 
-    generator = torch.Generator().manual_seed(derived_seed(seed, "perturb", index))
-    noise = torch.randn(tuple(tensor.shape), generator=generator, dtype=torch.float32)
+    generator = torch.Generator(device=tensor.device).manual_seed(derived_seed(seed, "perturb", index))
+    noise = torch.randn(tuple(tensor.shape), generator=generator, dtype=torch.float32, device=tensor.device)
     scale = float(tensor.detach().abs().double().mean()) if tensor.numel() else 0.0
     scale = config.PERTURB_SCALE * (scale if scale > 0 else 1.0)
-    return (noise * scale).to(device=tensor.device, dtype=tensor.dtype)
+    return (noise * scale).to(dtype=tensor.dtype)
 
 
 def degenerate_reason(reference: Any, atol: float, rtol: float) -> str | None:

@@ -440,3 +440,19 @@ def test_the_side_stream_clock_check_waits_for_its_turn_and_runs_once(monkeypatc
     run.time_side_stream()
     assert calls == [("bound", ["inputs"])] and run.result()["flags"] == ["side_stream"]
     assert "host clock" in run.result()["flag_notes"]["side_stream"] and run.side_stream_probe is None
+
+
+def test_check_steps_keep_each_kind_of_steps_time_without_the_time_yielded_to_a_window():
+    import time
+
+    from builder.verify.checks import CheckSteps
+
+    steps = CheckSteps(lambda: time.sleep(0.2), first="call")  # each yield: a window held the device 0.2 s
+    time.sleep(0.02)
+    steps("repeat")
+    steps("call")
+    time.sleep(0.02)
+    steps.stop()
+    assert set(steps.seconds) == {"check.call", "cpu.check.call", "check.repeat", "cpu.check.repeat"}
+    assert 0.04 <= steps.seconds["check.call"] < 0.2  # both calls' time, neither yield
+    assert steps.seconds["check.repeat"] < 0.2

@@ -137,6 +137,13 @@ def test_compiled_correct_candidate_from_shared_build(tmp_path, shared_cpu_build
     phases = [name for name in result["phase_s"] if not name.startswith("cpu.")]
     # its timing sets were built before its outputs went to the judge
     assert phases.index("prepare_timing") < phases.index("write_outputs") < phases.index("timing")
+    # its outputs went to the judge before its second walk over torch's surface (the judge compares meanwhile)
+    assert phases.index("write_outputs") < phases.index("fingerprint_after")
+    # the checks' time by kind of step, the time yielded to windows not in it
+    steps = {name for name in phases if name.startswith("check.")}
+    assert {"check.build_trial", "check.call", "check.repeat", "check.census", "check.perturbed",
+            "check.probe"} <= steps  # fmt: skip
+    assert sum(result["phase_s"][name] for name in steps) <= result["phase_s"]["checks"] + 0.01
     assert (tmp_path / "timed").read_text() == "timed"  # it said when its timed calls were over
     # each phase's CPU seconds beside its wall (the process's, all threads): the start-up paid before the job too
     cpu = {name.removeprefix("cpu."): s for name, s in result["phase_s"].items() if name.startswith("cpu.")}
