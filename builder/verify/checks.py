@@ -293,9 +293,7 @@ def _trials(binding: CandidateBinding, task_module: Any, job: dict, device: str,
         if index == 0:
             _first_trial_extras(binding, task_module, job, device, run, seed, model, pristine, steps)
             if _shapes_match(out, manifest):
-                _perturbed_runs(
-                    binding, task_module, seed, device, model, pristine, manifest, run, out_bytes, steps
-                )
+                _perturbed_runs(binding, task_module, seed, device, model, pristine, manifest, run, out_bytes, steps)
 
 
 def _holds_poison(value: Any) -> bool:
