@@ -126,14 +126,26 @@ def within_reach(pending: int, others: list[int], slack: int) -> bool:
     return not others or pending <= min(others) + slack
 
 
-def engine_shares(devices: list[str | None], cores: list[int], compile_workers: int) -> list[dict[str, Any]]:
-    """Each engine's GPU, cores (a contiguous slice each) and compile workers (an even share, at least one)."""
+def engine_shares(devices: list[str | None], cores: list[int], compile_workers: int,
+                  timing_cores: int = config.TIMING_CORES_PER_GPU) -> list[dict[str, Any]]:  # fmt: skip
+    """Each engine's GPU, cores and compile workers (an even share, at least one).
+
+    GPU engines share every core that no engine keeps for its timing windows, each with its own `timing_cores`
+    last in its set (where its `keep_timing_cores` takes them from): an engine's builds and children use cores
+    the other leaves idle, and no engine's work runs on another's timing cores. Contiguous slices where too few
+    cores would be left for the work, and for CPU engines (timing there owns the engine's cores)."""
     count = len(devices)
+    kept = timing_cores * count if devices and devices[0] is not None else 0
+    compile_share = max(1, compile_workers // count)
+    if 0 < kept <= len(cores) // 2:
+        work, own = cores[: len(cores) - kept], cores[len(cores) - kept :]
+        return [{"device": device, "cores": work + own[index * timing_cores : (index + 1) * timing_cores],
+                 "compile_workers": compile_share} for index, device in enumerate(devices)]  # fmt: skip
     per_engine = len(cores) // count
     shares = []
     for index, device in enumerate(devices):
         mine = cores[index * per_engine : (index + 1) * per_engine] if per_engine else cores
-        shares.append({"device": device, "cores": mine, "compile_workers": max(1, compile_workers // count)})
+        shares.append({"device": device, "cores": mine, "compile_workers": compile_share})
     return shares
 
 
@@ -141,7 +153,7 @@ class _Engine:
     """The parent's handle on one engine process: its connection, its pending pairs and its two threads (one
     passes its records on, one answers its requests for pairs: a slow input never holds records up)."""
 
-    def __init__(self, index: int, share: dict[str, Any], options: VerifyOptions) -> None:
+    def __init__(self, index: int, share: dict[str, Any]) -> None:
         self.index, self.share = index, share
         self.pending: dict[int, tuple[Candidate, Task]] = {}
         self.pending_lock = threading.Lock()
@@ -167,8 +179,11 @@ class _Engine:
                 os.sched_setaffinity(self.process.pid, share["cores"])
             except OSError as exc:  # it may already have gone: its reader sees the end
                 log.debug("engine %d: cores not set: %s", index, exc)
-        options = replace(options, compile_workers=share["compile_workers"], device_index=0, engines=1)
-        self.send(("start", options, builder_log_levels()))
+
+    def start(self, options: VerifyOptions, facts: dict[str, Any]) -> None:
+        """Its options, log levels, and what this process read of the machine (`environment.known_facts`)."""
+        options = replace(options, compile_workers=self.share["compile_workers"], device_index=0, engines=1)
+        self.send(("start", options, builder_log_levels(), facts))
 
     def send(self, message: Any) -> None:
         with self.send_lock:
@@ -275,7 +290,10 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
     threads: list[threading.Thread] = []
     try:
         for index, share in enumerate(shares):
-            engines.append(_Engine(index, share, options))
+            engines.append(_Engine(index, share))
+        facts = environment.known_facts()  # read once here while the engines' interpreters start, not in each
+        for engine in engines:
+            engine.start(options, facts)
         for engine in engines:
             for target in (serve, answer):
                 threads.append(threading.Thread(target=target, args=(engine,), daemon=True,

@@ -42,10 +42,22 @@ class _ForwardLogs(logging.Handler):
             pass
 
 
+def _import_torch() -> None:
+    try:
+        import torch  # noqa: F401
+    except ImportError:  # said where it is needed
+        pass
+
+
 def _engine_main(connection: Connection) -> int:
-    kind, options, levels = connection.recv()
+    kind, options, levels, facts = connection.recv()
     if kind != "start":
         return 2
+    from builder.verify import environment
+
+    environment.adopt(facts)
+    # The judge reads outputs through torch: loaded while the first clean references compute, not after them.
+    threading.Thread(target=_import_torch, daemon=True, name="ka-import-torch").start()
     options = replace(options, engines=1)  # an engine verifies in its own process: it never starts engines
     sending = threading.Lock()
     sequences: dict[tuple[str, str, str], deque[int]] = {}

@@ -12,11 +12,16 @@ import platform
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 from builder import config
 
 SMI_TIMEOUT_S = 20.0
+# What the builder's process had read of the machine, given to an engine process (`adopt`): read there again, it
+# held up the engine's first clean reference (torch's import, git, nvidia-smi and nvcc calls).
+_GIVEN: dict[str, Any] = {}
 
 
 def _run(argv: list[str]) -> str | None:
@@ -49,6 +54,8 @@ def gpu_count() -> int:
 
 @functools.lru_cache(maxsize=1)
 def _gpus_present() -> int:
+    if "gpus_present" in _GIVEN:
+        return int(_GIVEN["gpus_present"])
     listed = _run(["nvidia-smi", "-L"]) if shutil.which("nvidia-smi") else None
     return len([line for line in (listed or "").splitlines() if line.startswith("GPU ")])
 
@@ -61,6 +68,8 @@ def gpu_info(index: int = 0) -> dict[str, str] | None:
 
 @functools.lru_cache(maxsize=8)
 def _smi_gpu_info(smi_id: str) -> dict[str, str] | None:
+    if smi_id in _GIVEN.get("gpu_info", {}):
+        return _GIVEN["gpu_info"][smi_id]
     if shutil.which("nvidia-smi") is None:
         return None
     out = _run(["nvidia-smi", f"--id={smi_id}", "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"])
@@ -92,6 +101,8 @@ def cuda_home() -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def nvcc_version() -> str | None:
+    if "nvcc_version" in _GIVEN:
+        return _GIVEN["nvcc_version"]
     home = cuda_home()
     nvcc = shutil.which("nvcc") or (str(Path(home) / "bin" / "nvcc") if home else None)
     out = _run([nvcc, "--version"]) if nvcc else None
@@ -112,6 +123,8 @@ def cpu_name() -> str:
 
 @functools.lru_cache(maxsize=1)
 def torch_versions() -> tuple[str, str | None]:
+    if "torch_versions" in _GIVEN:
+        return tuple(_GIVEN["torch_versions"])
     import torch
 
     return torch.__version__, torch.version.cuda
@@ -126,6 +139,8 @@ def builder_version() -> str:
     `benchmarks/device/build_sample.sh` says how), else from git; the bare version when neither is known."""
     from builder import __version__
 
+    if "builder_version" in _GIVEN:
+        return _GIVEN["builder_version"]
     commit = _commit_from_env() or _commit_from_git(config.REPO_ROOT)
     return f"{__version__}+{commit}" if commit else __version__
 
@@ -145,6 +160,26 @@ def _commit_from_git(root: Path) -> str | None:
     if not head or changes is None:
         return None
     return f"g{head.strip()}" + (".dirty" if changes.strip() else "")
+
+
+def known_facts() -> dict[str, Any]:
+    """What this process has read, or reads now, of the machine that an engine process would read again: the GPUs
+    nvidia-smi lists and each visible one's line, nvcc's and the builder's versions, and torch's where torch is
+    loaded here already (an engine loads it anyway)."""
+    facts: dict[str, Any] = {"gpus_present": _gpus_present(), "nvcc_version": nvcc_version(),
+                             "builder_version": builder_version(),
+                             "gpu_info": {smi_id: _smi_gpu_info(smi_id) for smi_id in visible_gpu_ids()}}  # fmt: skip
+    if "torch" in sys.modules:
+        facts["torch_versions"] = list(torch_versions())
+    return facts
+
+
+def adopt(facts: dict[str, Any]) -> None:
+    """Take what the builder's process read of this machine (`known_facts`) instead of reading it again."""
+    _GIVEN.clear()
+    _GIVEN.update(facts)
+    for cached in (_gpus_present, _smi_gpu_info, nvcc_version, torch_versions, builder_version):
+        cached.cache_clear()
 
 
 def environment_fields(backend: str, device_index: int = 0) -> dict[str, str | None]:

@@ -117,3 +117,24 @@ def test_evaluation_children_get_the_visible_gpu_of_their_worker(two_gpus, monke
     assert child_env(VerifyOptions(backend="cuda", device_index=0)) == {"CUDA_VISIBLE_DEVICES": "1"}
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert child_env(VerifyOptions(backend="cuda", device_index=1)) == {"CUDA_VISIBLE_DEVICES": "1"}
+
+
+def test_an_engine_takes_what_the_builder_read_of_the_machine_instead_of_reading_it_again(two_gpus, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    import torch  # noqa: F401 - loaded here, so its versions are among the facts
+
+    facts = environment.known_facts()
+    assert facts["gpus_present"] == 2 and facts["gpu_info"] == {"1": {"name": "NVIDIA H200",
+            "compute_capability": "9.0", "driver_version": "580.159.04"}}  # fmt: skip
+    assert facts["torch_versions"][0] == torch.__version__ and facts["builder_version"]
+    expected = environment.environment_fields("cuda")
+    # in the engine: nothing is run again, and its records name the same environment
+    monkeypatch.setattr(environment, "_run", lambda argv: pytest.fail(f"ran {argv} again"))
+    monkeypatch.setattr(environment, "_commit_from_git", lambda root: pytest.fail("asked git again"))
+    environment.adopt(facts)
+    try:
+        assert environment.environment_fields("cuda") == expected
+        assert environment.gpu_count() == 1
+    finally:
+        environment.adopt({})  # this process reads for itself again
+    assert environment._GIVEN == {}
