@@ -126,26 +126,19 @@ def within_reach(pending: int, others: list[int], slack: int) -> bool:
     return not others or pending <= min(others) + slack
 
 
-def engine_shares(devices: list[str | None], cores: list[int], compile_workers: int,
-                  timing_cores: int = config.TIMING_CORES_PER_GPU) -> list[dict[str, Any]]:  # fmt: skip
-    """Each engine's GPU, cores and compile workers (an even share, at least one).
+def engine_shares(devices: list[str | None], cores: list[int], compile_workers: int) -> list[dict[str, Any]]:
+    """Each engine's GPU, cores (a contiguous slice each) and compile workers (an even share, at least one).
 
-    GPU engines share every core that no engine keeps for its timing windows, each with its own `timing_cores`
-    last in its set (where its `keep_timing_cores` takes them from): an engine's builds and children use cores
-    the other leaves idle, and no engine's work runs on another's timing cores. Contiguous slices where too few
-    cores would be left for the work, and for CPU engines (timing there owns the engine's cores)."""
+    Slices, not one pool of the cores that no engine keeps for its windows: with a pool, two engines' starts
+    (each engine's torch.compile baselines spreading over every core it may use, its references and its first
+    children) starved the first evaluations' children, and after the start two GPUs made 1.79x one GPU's rate
+    against 1.83x with slices (docs/gpu-runs.md, 2026-11-26)."""
     count = len(devices)
-    kept = timing_cores * count if devices and devices[0] is not None else 0
-    compile_share = max(1, compile_workers // count)
-    if 0 < kept <= len(cores) // 2:
-        work, own = cores[: len(cores) - kept], cores[len(cores) - kept :]
-        return [{"device": device, "cores": work + own[index * timing_cores : (index + 1) * timing_cores],
-                 "compile_workers": compile_share} for index, device in enumerate(devices)]  # fmt: skip
     per_engine = len(cores) // count
     shares = []
     for index, device in enumerate(devices):
         mine = cores[index * per_engine : (index + 1) * per_engine] if per_engine else cores
-        shares.append({"device": device, "cores": mine, "compile_workers": compile_share})
+        shares.append({"device": device, "cores": mine, "compile_workers": max(1, compile_workers // count)})
     return shares
 
 

@@ -74,38 +74,11 @@ def test_an_engine_ahead_of_the_least_loaded_by_more_than_a_build_waits():
     assert device_engines.within_reach(500, [], slack=16)  # the only one still asking
 
 
-def test_gpu_engines_share_the_work_cores_and_keep_timing_cores_of_their_own():
-    shares = device_engines.engine_shares(["0", "1"], list(range(16)), compile_workers=8, timing_cores=2)
-    assert [s["cores"] for s in shares] == [[*range(12), 12, 13], [*range(12), 14, 15]]
-    assert [s["compile_workers"] for s in shares] == [4, 4]
-    # each engine keeps the last cores of its set for its windows: its own, never the other's
-    kept = [set(sorted(s["cores"])[-2:]) for s in shares]
-    assert kept == [{12, 13}, {14, 15}]
-
-
-def test_engines_get_slices_where_too_few_cores_would_be_left_and_on_the_cpu():
-    shares = device_engines.engine_shares(["0", "1"], list(range(6)), compile_workers=2, timing_cores=2)
-    assert [s["cores"] for s in shares] == [[0, 1, 2], [3, 4, 5]]
-    shares = device_engines.engine_shares([None, None], list(range(16)), compile_workers=8, timing_cores=2)
+def test_cores_and_compile_workers_are_shared_out():
+    shares = device_engines.engine_shares(["0", "1"], list(range(16)), compile_workers=8)
     assert [s["cores"] for s in shares] == [list(range(8)), list(range(8, 16))]
+    assert [s["compile_workers"] for s in shares] == [4, 4]
     assert device_engines.engine_shares([None], [0], 1)[0] == {"device": None, "cores": [0], "compile_workers": 1}
-
-
-def test_an_engine_keeps_its_own_timing_cores_from_its_share(monkeypatch):
-    """What keep_timing_cores takes in each engine, given its share: disjoint timing cores, the same work cores."""
-    from builder.verify import device_gate
-
-    monkeypatch.setattr(device_gate, "_move_this_process", lambda cores: None)
-    for name, value in (("_timing_cores", {}), ("_work_cores", None), ("_own_cores", None), ("_gates", {})):
-        monkeypatch.setattr(device_gate, name, value)  # this process's own state, as it was, after the test
-    shares = device_engines.engine_shares(["0", "1"], list(range(32)), compile_workers=16, timing_cores=2)
-    timing, work = [], []
-    for share in shares:
-        kept = device_gate.keep_timing_cores(1, 2, available=set(share["cores"]))
-        timing.append(kept[0])
-        work.append(device_gate.work_cores())
-    assert timing == [{28, 29}, {30, 31}]
-    assert work == [set(range(28)), set(range(28))]
 
 
 @pytest.mark.parametrize(("visible", "setting", "engines", "expected"), [
