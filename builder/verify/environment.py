@@ -19,8 +19,9 @@ from typing import Any
 from builder import config
 
 SMI_TIMEOUT_S = 20.0
-# What the builder's process had read of the machine, given to an engine process (`adopt`): read there again, it
-# held up the engine's first clean reference (torch's import, git, nvidia-smi and nvcc calls).
+# What the builder's process had read of the machine, given to an engine process (`adopt`): an engine's first clean
+# reference is keyed by the GPU and the versions, and would otherwise wait for torch's import, git, nvidia-smi and
+# nvcc in the engine.
 _GIVEN: dict[str, Any] = {}
 
 
