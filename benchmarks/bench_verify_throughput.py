@@ -180,16 +180,41 @@ class CountingVerifier(Verifier):
         return figures
 
 
+def engine_lines(totals: dict, started: float) -> list[str]:
+    """An engine's totals as the bench's figures: its start, references, baselines and device time per kernel."""
+    n = max(1, int(totals.get("records") or 0))
+    gate = totals.get("gate") or {}
+    owned = gate.get("by_purpose") or {}
+    ready = [at - started for at in totals.get("reference_ready_at") or []]
+    references = max(1, int(totals.get("references") or 0))
+    children = totals.get("baseline_children_s") or []
+    return [f"started at {totals.get('started_at', started) - started:.1f} s; {totals.get('records')} records",
+            f"clean references: {totals.get('references')}, {totals.get('reference_s', 0.0) / references:.2f} s each;"
+            f" ready at {', '.join(f'{at:.1f}' for at in sorted(ready)[:4])}{' ...' if len(ready) > 4 else ''} s",
+            f"baseline children: {len(children)}, wall {statistics.mean(children) if children else float('nan'):.1f} s"
+            f" each; measured baselines {owned.get('baseline', 0.0):.1f} s of its device",
+            f"device s/kernel: timing windows {owned.get('timing', 0.0) / n:.2f}, owners waiting "
+            f"{gate.get('owner_wait_s', 0.0) / n:.2f}, unowned while an owner waited {gate.get('drain_s', 0.0) / n:.2f},"
+            f" held by nobody {gate.get('unheld_s', 0.0) / n:.2f}; checks yielded per kernel "
+            f"{gate.get('yields', 0) / n:.2f}"]  # fmt: skip
+
+
 class PhaseLog(logging.Handler):
     """Collects the evaluation children's `phase_s` (the engine logs them at DEBUG)."""
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
         self.by_kernel: dict[str, dict[str, float]] = {}
+        self.engines: dict[str, dict] = {}  # engine process name -> its totals (`engine_process.engine_totals`)
 
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
-        if message.startswith("evaluation phases of "):
+        if message.startswith("engine totals: "):
+            try:
+                self.engines[record.processName] = json.loads(message.removeprefix("engine totals: "))
+            except ValueError:
+                pass
+        elif message.startswith("evaluation phases of "):
             name, _, phases = message.removeprefix("evaluation phases of ").partition(": ")
             try:
                 self.by_kernel[name] = json.loads(phases) or {}
@@ -332,8 +357,11 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
                  (len(records) - evaluated_at) / max(1e-9, wall - (first_evaluated or wall)) * 3600,
              f"{label}: GPU-busy s/kernel (all GPUs)": busy / n}  # fmt: skip
     if verifier.engine_devices:  # builds, gates, references and baselines live in the engines' own processes
-        print(f"  {label}: {len(verifier.engine_devices)} engine processes: the rate, the cores, the GPUs' busy time "
-              "and the children's phases only (builds, gates, references and baselines are the engines' own)")  # fmt: skip
+        print(f"  {label}: {len(verifier.engine_devices)} engine processes: each one's device, references and "
+              "baselines from its totals (none from an engine stopped before its stream's end); no compile figures")  # fmt: skip
+        for name, totals in sorted(phase_log.engines.items()):
+            for line in engine_lines(totals, started):
+                print(f"  {label}: {name}: {line}")
         return rates
     return {f"{label}: kernels": len(records), f"{label}: tasks": tasks, f"{label}: wall s": wall,
             f"{label}: first record after s": first or float("nan"),

@@ -4,15 +4,17 @@ connection FD. Trusted, like the builder: candidate code runs only in its sandbo
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import pickle
 import signal
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import asdict, replace
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +23,7 @@ from builder import config
 if TYPE_CHECKING:
     from builder.candidates import Candidate
     from builder.tasks import Task
+    from builder.verify.engine import Verifier
 
 MODULE = "builder.verify.engine_process"
 
@@ -49,7 +52,21 @@ def _import_torch() -> None:
         pass
 
 
+def engine_totals(verifier: Verifier, started_at: float, records: int) -> dict[str, Any]:
+    """What an engine's stream did beside its records, for the throughput bench: its device's time (`GateStats`),
+    its clean references and baseline children, and when it started and each reference was ready (time.monotonic(),
+    one clock for every process of the machine)."""
+    from builder.verify.device_gate import device_gate
+
+    gate = device_gate(verifier.options.backend, 0).snapshot()
+    return {"records": records, "started_at": started_at, "gate": asdict(gate),
+            "references": verifier.references.computed, "reference_s": verifier.references.compute_s,
+            "reference_ready_at": list(verifier.references.ready_at),
+            "baseline_children_s": list(verifier.baselines.children_s)}  # fmt: skip
+
+
 def _engine_main(connection: Connection) -> int:
+    started_at = time.monotonic()
     kind, options, levels, facts = connection.recv()
     if kind != "start":
         return 2
@@ -86,11 +103,14 @@ def _engine_main(connection: Connection) -> int:
 
     from builder.verify.engine import Verifier
 
-    records = Verifier(options).stream(pairs())
+    verifier = Verifier(options)
+    records, made = verifier.stream(pairs()), 0
     try:
         for record in records:
             sequence = sequences[_key(record.task_id, record.kernel_id, record.kernel_name)].popleft()
             send(("record", sequence, record))
+            made += 1
+        _log_totals(verifier, started_at, made)
         send(("done",))
         return 0
     except Exception as exc:  # noqa: BLE001 - said to the parent, which raises it in the build
@@ -99,6 +119,12 @@ def _engine_main(connection: Connection) -> int:
         return 1
     finally:
         records.close()  # stops its builds and children (SIGTERM lands here through SystemExit)
+
+
+def _log_totals(verifier: Verifier, started_at: float, made: int) -> None:
+    log = logging.getLogger("builder.verify.engine")  # the engine's logger: where the bench listens
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("engine totals: %s", json.dumps(engine_totals(verifier, started_at, made)))
 
 
 def _key(task_id: str, kernel_id: str, kernel_name: str) -> tuple[str, str, str]:

@@ -76,6 +76,7 @@ class ReferenceCache:
         self._lock = threading.Lock()
         self.computed = 0
         self.compute_s = 0.0  # wall seconds of the reference children run so far
+        self.ready_at: list[float] = []  # time.monotonic() as each was ready (the bench's view of a start)
         self._warming: set[str] = set()
 
     @staticmethod
@@ -102,6 +103,7 @@ class ReferenceCache:
             reference.owner = self
             self.computed += 1
             self.compute_s += reference.compute_s
+            self.ready_at.append(time.monotonic())
             with self._lock:
                 self._entries[key] = reference
                 while len(self._entries) > self.capacity:

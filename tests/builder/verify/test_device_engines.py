@@ -5,6 +5,7 @@ stream leaves no engine behind. The engines are real processes running the real 
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import time
@@ -117,12 +118,20 @@ def test_two_engines_give_every_pair_the_verdict_one_process_gives(tmp_path, cap
     engines = {r.kernel_name: r.status for r in Verifier(replace(options, engines=2, batch_size=2)).stream(pairs)}
     assert engines == alone and len(alone) == len(pairs)
     assert Counter(alone.values()) == {"correct": 2, "incorrect": 4}
-    ends = [r.getMessage() for r in caplog.records if r.getMessage().startswith("engine ")]
+    ends = [r.getMessage() for r in caplog.records if r.name == device_engines.__name__]
     assert len(ends) == 2 and all("0 pending" in line for line in ends), ends
     assert not any(": 0 records" in line for line in ends), ends  # the pairs were shared out
     phases = {r.getMessage().split(":")[0].removeprefix("evaluation phases of "): r.processName for r in caplog.records
               if r.name == "builder.verify.engine" and r.getMessage().startswith("evaluation phases of ")}  # fmt: skip
     assert set(phases) == set(engines) and set(phases.values()) == {"engine-0", "engine-1"}, phases
+    # each engine's totals at its stream's end (the bench's view of its device, references and start)
+    totals = {r.processName: json.loads(r.getMessage().removeprefix("engine totals: ")) for r in caplog.records
+              if r.getMessage().startswith("engine totals: ")}  # fmt: skip
+    assert set(totals) == {"engine-0", "engine-1"} and sum(t["records"] for t in totals.values()) == len(pairs)
+    for engine in totals.values():
+        assert engine["references"] == len(engine["reference_ready_at"]) == 1  # one task: one clean reference
+        assert engine["started_at"] < engine["reference_ready_at"][0] < time.monotonic()
+        assert engine["reference_s"] > 0 and {"owned_s", "owner_wait_s", "unheld_s"} <= set(engine["gate"])
     assert not engine_processes()
 
 

@@ -1,0 +1,39 @@
+"""The throughput bench's view of engine processes: each engine's totals, logged at its stream's end, as figures
+from the run's start (one monotonic clock for every process of the machine)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location(
+    "bench_verify_throughput", ROOT / "benchmarks" / "bench_verify_throughput.py"
+)
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+
+TOTALS = {"records": 10, "started_at": 101.5, "references": 2, "reference_s": 11.0,
+          "reference_ready_at": [109.0, 107.25], "baseline_children_s": [12.0, 14.0],
+          "gate": {"owner_wait_s": 5.0, "drain_s": 1.0, "unheld_s": 0.3, "yields": 12,
+                   "by_purpose": {"timing": 3.2, "baseline": 1.5}}}  # fmt: skip
+
+
+def test_an_engines_totals_read_as_figures_from_the_runs_start():
+    lines = bench.engine_lines(TOTALS, started=100.0)
+    assert lines[0] == "started at 1.5 s; 10 records"
+    assert lines[1] == "clean references: 2, 5.50 s each; ready at 7.2, 9.0 s"
+    assert lines[2] == "baseline children: 2, wall 13.0 s each; measured baselines 1.5 s of its device"
+    assert lines[3] == ("device s/kernel: timing windows 0.32, owners waiting 0.50, unowned while an owner waited "
+                        "0.10, held by nobody 0.03; checks yielded per kernel 1.20")  # fmt: skip
+
+
+def test_the_phase_log_keeps_each_engines_totals_by_process():
+    phase_log = bench.PhaseLog()
+    record = logging.makeLogRecord({"msg": "engine totals: %s", "args": (json.dumps(TOTALS),),
+                                    "processName": "engine-1", "levelno": logging.DEBUG})  # fmt: skip
+    phase_log.emit(record)
+    phase_log.emit(logging.makeLogRecord({"msg": "engine totals: {not json", "processName": "engine-0"}))
+    assert phase_log.engines == {"engine-1": TOTALS} and phase_log.phases == []
