@@ -123,8 +123,12 @@ def _engine_main(connection: Connection) -> int:
 
 def _log_totals(verifier: Verifier, started_at: float, made: int) -> None:
     log = logging.getLogger("builder.verify.engine")  # the engine's logger: where the bench listens
-    if log.isEnabledFor(logging.DEBUG):
+    if not log.isEnabledFor(logging.DEBUG):
+        return
+    try:
         log.debug("engine totals: %s", json.dumps(engine_totals(verifier, started_at, made)))
+    except Exception as exc:  # noqa: BLE001 - figures for a bench: never the stream's failure
+        log.debug("engine totals unavailable: %s", exc)
 
 
 def _key(task_id: str, kernel_id: str, kernel_name: str) -> tuple[str, str, str]:

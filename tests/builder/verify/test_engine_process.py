@@ -42,3 +42,13 @@ def test_an_engine_logs_at_the_builders_levels(monkeypatch):
     monkeypatch.setattr(logging.getLogger("builder.verify.engine"), "level", logging.DEBUG)
     levels = device_engines.builder_log_levels()
     assert levels["builder"] == logging.INFO and levels["builder.verify.engine"] == logging.DEBUG
+
+
+def test_an_engine_whose_totals_cannot_be_read_says_so_and_goes_on(caplog, monkeypatch):
+    def broken(*args):
+        raise KeyError("by_purpose")
+
+    monkeypatch.setattr(engine_process, "engine_totals", broken)
+    with caplog.at_level(logging.DEBUG, logger="builder.verify.engine"):
+        engine_process._log_totals(None, 0.0, 3)  # a bench's figures: never an engine's failure
+    assert [r.getMessage() for r in caplog.records] == ["engine totals unavailable: 'by_purpose'"]
