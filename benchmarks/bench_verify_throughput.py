@@ -47,7 +47,7 @@ from benchmarks.gate_watch import GateWatch  # noqa: E402
 from builder import config  # noqa: E402
 from builder.candidates import Candidate  # noqa: E402
 from builder.tasks import load_suite  # noqa: E402
-from builder.verify import batching, bytecode_cache, environment  # noqa: E402
+from builder.verify import batching, bytecode_cache, environment, milestones  # noqa: E402
 from builder.verify.compile import CompileResult, build_extension  # noqa: E402
 from builder.verify.device_gate import device_gate  # noqa: E402
 from builder.verify.engine import Verifier, VerifyOptions  # noqa: E402
@@ -189,6 +189,7 @@ def engine_lines(totals: dict, started: float) -> list[str]:
     references = max(1, int(totals.get("references") or 0))
     children = totals.get("baseline_children_s") or []
     return [f"started at {totals.get('started_at', started) - started:.1f} s; {totals.get('records')} records",
+            milestone_line(totals.get("milestones") or {}, started),
             f"clean references: {totals.get('references')}, {totals.get('reference_s', 0.0) / references:.2f} s each;"
             f" ready at {', '.join(f'{at:.1f}' for at in sorted(ready)[:4])}{' ...' if len(ready) > 4 else ''} s",
             f"baseline children: {len(children)}, wall {statistics.mean(children) if children else float('nan'):.1f} s"
@@ -197,6 +198,15 @@ def engine_lines(totals: dict, started: float) -> list[str]:
             f"{gate.get('owner_wait_s', 0.0) / n:.2f}, unowned while an owner waited {gate.get('drain_s', 0.0) / n:.2f},"
             f" held by nobody {gate.get('unheld_s', 0.0) / n:.2f}; checks yielded per kernel "
             f"{gate.get('yields', 0) / n:.2f}"]  # fmt: skip
+
+
+def milestone_line(marks: dict[str, float], started: float) -> str:
+    """A start's milestones (`builder.verify.milestones`) in the order they were reached, seconds from `started`."""
+    if not marks:
+        return "milestones: none"
+    return "milestones: " + ", ".join(
+        f"{name} {at - started:.1f}" for name, at in sorted(marks.items(), key=lambda m: m[1])
+    )
 
 
 class PhaseLog(logging.Handler):
@@ -292,6 +302,7 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
     watch.start()
     census = CpuCensus()
     census.start()
+    milestones.clear()  # this process's own (an engine process keeps its own, sent in its totals)
     started = time.monotonic()
     records, first, first_evaluated, at_first_evaluated, evaluated_at, cut_at = [], None, None, None, 0, None
     stream = verifier.stream(pairs)
@@ -306,7 +317,7 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
             # A line per record: a run cut short still shows the rate it was reaching.
             phases = phase_log.by_kernel.get(record.kernel_name) or {}
             where = " ".join(f"{'_'.join(name.split('_')[:2])}={seconds:.1f}" for name, seconds in phases.items()
-                             if not name.startswith("cpu."))  # fmt: skip
+                             if not name.startswith(("cpu.", "rq.")))  # fmt: skip
             print(f"  [{time.monotonic() - started:7.1f} s] {len(records):3d} {record.task_id:6s} {record.status:14s} "
                   f"eval {record.eval_s or 0:5.1f} s  {where}{profile_note(record) if options.profile else ''}",
                   flush=True)  # fmt: skip
@@ -325,6 +336,8 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
     watch.stop()
     for line in verifier.start_lines(started, first_evaluated):
         print(f"  {label}: before the first evaluated record, {line}")
+    if not verifier.engine_devices:
+        print(f"  {label}: {milestone_line(milestones.marks(), started)}")
     for record in records:  # which kernels failed and why: a loaded machine must not turn a correct one incorrect
         if record.status not in ("correct", "compile_error"):
             reason = (record.error or "").strip().splitlines()[:1]

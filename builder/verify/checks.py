@@ -203,29 +203,41 @@ class CandidateRun:
         }
 
 
+def run_queue_s() -> float:
+    """Seconds the calling thread has waited, runnable, for a core (the kernel's schedstat; 0.0 where the kernel
+    keeps none). A step's wall beyond its CPU and this waited on something else: the GPU, a file, a lock."""
+    try:
+        with open("/proc/thread-self/schedstat") as handle:
+            return int(handle.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 class CheckSteps:
     """Between two steps of the checks: gives the device to a waiting window (`yield_to_window`), and keeps the
-    wall and CPU seconds (this process, all threads) of each kind of step, the time yielded to windows not
-    included. The child reports them as phases "check.<step>": the bench's breakdown of the checks."""
+    wall and CPU seconds (this process, all threads) and the run-queue wait (this thread: `run_queue_s`) of each
+    kind of step, the time yielded to windows not included. The child reports them as phases "check.<step>",
+    "cpu.check.<step>" and "rq.check.<step>": the bench's breakdown of the checks."""
 
     def __init__(self, yield_to_window: Callable[[], None], first: str) -> None:
         self.yield_to_window = yield_to_window
         self.seconds: dict[str, float] = {}
         self._step = first
-        self._wall, self._cpu = time.perf_counter(), time.process_time()
+        self._wall, self._cpu, self._rq = time.perf_counter(), time.process_time(), run_queue_s()
 
     def __call__(self, step: str) -> None:
         """The step in progress ends; `step` begins once no window waits for the device."""
         self.stop()
         self.yield_to_window()
         self._step = step
-        self._wall, self._cpu = time.perf_counter(), time.process_time()
+        self._wall, self._cpu, self._rq = time.perf_counter(), time.process_time(), run_queue_s()
 
     def stop(self) -> None:
-        wall, cpu = time.perf_counter(), time.process_time()
-        for name, seconds in ((f"check.{self._step}", wall - self._wall), (f"cpu.check.{self._step}", cpu - self._cpu)):
+        wall, cpu, rq = time.perf_counter(), time.process_time(), run_queue_s()
+        for name, seconds in ((f"check.{self._step}", wall - self._wall), (f"cpu.check.{self._step}", cpu - self._cpu),
+                              (f"rq.check.{self._step}", rq - self._rq)):  # fmt: skip
             self.seconds[name] = round(self.seconds.get(name, 0.0) + seconds, 4)
-        self._wall, self._cpu = wall, cpu
+        self._wall, self._cpu, self._rq = wall, cpu, rq
 
 
 def run_candidate_side(binding: Any, task_module: Any, job: dict[str, Any], manifest: dict[str, Any],

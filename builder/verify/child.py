@@ -98,19 +98,27 @@ def run_reference_job(job: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Phases:
-    """Wall seconds per phase of an evaluation (`phase_s` in the result) and, under "cpu." names, this process's
-    CPU seconds (all threads); "cpu.start_up" is what it used before its job (a pre-started child pays it ahead)."""
+    """Wall seconds per phase of an evaluation (`phase_s` in the result), under "cpu." names this process's CPU
+    seconds (all threads), under "rq." names the main thread's wait for a core (`checks.run_queue_s`);
+    "cpu.start_up" and "rq.start_up" are what it used and waited before its job (a pre-started child pays them
+    ahead)."""
 
     def __init__(self) -> None:
-        self.seconds: dict[str, float] = {"cpu.start_up": round(time.process_time(), 4)}
-        self._last = time.perf_counter()
-        self._last_cpu = time.process_time()
+        from builder.verify.checks import run_queue_s
+
+        self._run_queue_s = run_queue_s
+        self._last, self._last_cpu, self._last_rq = time.perf_counter(), time.process_time(), run_queue_s()
+        self.seconds: dict[str, float] = {
+            "cpu.start_up": round(self._last_cpu, 4),
+            "rq.start_up": round(self._last_rq, 4),
+        }
 
     def done(self, name: str) -> None:
-        now, cpu = time.perf_counter(), time.process_time()
+        now, cpu, rq = time.perf_counter(), time.process_time(), self._run_queue_s()
         self.seconds[name] = round(now - self._last, 4)
         self.seconds[f"cpu.{name}"] = round(cpu - self._last_cpu, 4)
-        self._last, self._last_cpu = now, cpu
+        self.seconds[f"rq.{name}"] = round(rq - self._last_rq, 4)
+        self._last, self._last_cpu, self._last_rq = now, cpu, rq
 
 
 def run_evaluate(job: dict[str, Any]) -> dict[str, Any]:

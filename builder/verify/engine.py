@@ -28,7 +28,7 @@ from typing import Any
 from builder import config
 from builder.candidates import Candidate
 from builder.tasks import Task
-from builder.verify import batching, device_engines, environment, verdict
+from builder.verify import batching, device_engines, environment, milestones, verdict
 from builder.verify.baseline_cache import BaselineCache, eager_disagrees
 from builder.verify.build_queue import BuildQueue
 from builder.verify.compile import CompileResult, build_extension, default_cache_dir, recall_build, remember_members
@@ -257,6 +257,7 @@ class Verifier:
             cores = sorted(os.sched_getaffinity(0))
             yield from device_engines.stream(self.options, pairs, self.engine_devices, cores)
             return
+        milestones.mark("stream_started")
         workers = self._eval_workers()
         work: queue.Queue = queue.Queue(maxsize=max(2, workers * self.options.batch_size))
         records: queue.Queue = queue.Queue()
@@ -309,6 +310,7 @@ class Verifier:
                             continue
                         if stop.is_set() or not (window := list(islice(source, window_size))):
                             break
+                        milestones.mark("first_window_received")
                         for _, task in window:
                             self.baselines.prewarm(task, self.options, warmers, cancel=stop)
                             if self.options.backend == "cuda":  # the device idles through the first compiles
@@ -340,8 +342,10 @@ class Verifier:
                     while (item := work.get()) is not _DONE:
                         (candidate, task), compiled = item
                         usable = compiled.ok and pool.covers([task.path.parent, compiled.library_path])
+                        milestones.mark("first_build_taken")
                         pooled = pool.take() if usable else None
                         evaluated = start_evaluation(compiled, candidate, task, options, pooled, self.references)
+                        milestones.mark("first_evaluation_returned")
                         if needs_baseline(evaluated) or options.profile:
                             # Waiting for the task's baseline (or profiling) need not hold this worker up.
                             finishing.append(finishers.submit(finish, evaluated))
@@ -375,6 +379,7 @@ class Verifier:
                 elif isinstance(item, BaseException):
                     raise item
                 else:
+                    milestones.mark("first_record")
                     yield item
         finally:
             stop.set()

@@ -46,20 +46,24 @@ class _ForwardLogs(logging.Handler):
 
 
 def _import_torch() -> None:
+    from builder.verify import milestones
+
     try:
         import torch  # noqa: F401
     except ImportError:  # said where it is needed
-        pass
+        return
+    milestones.mark("torch_imported")
 
 
 def engine_totals(verifier: Verifier, started_at: float, records: int) -> dict[str, Any]:
     """What an engine's stream did beside its records, for the throughput bench: its device's time (`GateStats`),
     its clean references and baseline children, and when it started and each reference was ready (time.monotonic(),
     one clock for every process of the machine)."""
+    from builder.verify import milestones
     from builder.verify.device_gate import device_gate
 
     gate = device_gate(verifier.options.backend, 0).snapshot()
-    return {"records": records, "started_at": started_at, "gate": asdict(gate),
+    return {"records": records, "started_at": started_at, "milestones": milestones.marks(), "gate": asdict(gate),
             "references": verifier.references.computed, "reference_s": verifier.references.compute_s,
             "reference_ready_at": list(verifier.references.ready_at),
             "baseline_children_s": list(verifier.baselines.children_s)}  # fmt: skip
@@ -70,7 +74,9 @@ def _engine_main(connection: Connection) -> int:
     kind, options, levels, facts = connection.recv()
     if kind != "start":
         return 2
-    from builder.verify import environment
+    from builder.verify import environment, milestones
+
+    milestones.mark("start_received")
 
     environment.adopt(facts)
     # The judge reads outputs through torch: loaded while the first clean references compute, not after them.
@@ -104,6 +110,7 @@ def _engine_main(connection: Connection) -> int:
     from builder.verify.engine import Verifier
 
     verifier = Verifier(options)
+    milestones.mark("verifier_ready")
     records, made = verifier.stream(pairs()), 0
     try:
         for record in records:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from builder import config
 from builder.tasks import Task
-from builder.verify import environment, judge, tensor_files
+from builder.verify import environment, judge, milestones, tensor_files
 from builder.verify.device_gate import DeviceGate, device_gate, write_word, yield_words
 from builder.verify.pool import PooledChild, build_job, run_child, run_in_turn
 from builder.verify.reference import public_manifest
@@ -104,6 +104,7 @@ class ReferenceCache:
             self.computed += 1
             self.compute_s += reference.compute_s
             self.ready_at.append(time.monotonic())
+            milestones.mark("first_reference_ready")
             with self._lock:
                 self._entries[key] = reference
                 while len(self._entries) > self.capacity:

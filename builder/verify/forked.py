@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from builder import config
-from builder.verify import bytecode_cache
+from builder.verify import bytecode_cache, milestones
 from builder.verify.device_gate import work_cores
 from builder.verify.process_tree import namespace_member, sweep_marked
 from builder.verify.sandbox import SandboxedProcess, file_tail, sandbox_env
@@ -72,6 +72,7 @@ class Zygote:
             hello = self._receive(config.ZYGOTE_START_TIMEOUT_S)
             if not hello.get("ready"):
                 raise ForkFailed(f"the zygote is not usable: {hello.get('problem')}")
+            milestones.mark("zygote_ready")
         except ForkFailed:
             self.close()
             raise

@@ -16,6 +16,7 @@ bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
 
 TOTALS = {"records": 10, "started_at": 101.5, "references": 2, "reference_s": 11.0,
+          "milestones": {"zygote_ready": 106.0, "start_received": 101.75, "first_record": 110.5},
           "reference_ready_at": [109.0, 107.25], "baseline_children_s": [12.0, 14.0],
           "gate": {"owner_wait_s": 5.0, "drain_s": 1.0, "unheld_s": 0.3, "yields": 12,
                    "by_purpose": {"timing": 3.2, "baseline": 1.5}}}  # fmt: skip
@@ -24,10 +25,15 @@ TOTALS = {"records": 10, "started_at": 101.5, "references": 2, "reference_s": 11
 def test_an_engines_totals_read_as_figures_from_the_runs_start():
     lines = bench.engine_lines(TOTALS, started=100.0)
     assert lines[0] == "started at 1.5 s; 10 records"
-    assert lines[1] == "clean references: 2, 5.50 s each; ready at 7.2, 9.0 s"
-    assert lines[2] == "baseline children: 2, wall 13.0 s each; measured baselines 1.5 s of its device"
-    assert lines[3] == ("device s/kernel: timing windows 0.32, owners waiting 0.50, unowned while an owner waited "
+    assert lines[1] == "milestones: start_received 1.8, zygote_ready 6.0, first_record 10.5"  # in the order reached
+    assert lines[2] == "clean references: 2, 5.50 s each; ready at 7.2, 9.0 s"
+    assert lines[3] == "baseline children: 2, wall 13.0 s each; measured baselines 1.5 s of its device"
+    assert lines[4] == ("device s/kernel: timing windows 0.32, owners waiting 0.50, unowned while an owner waited "
                         "0.10, held by nobody 0.03; checks yielded per kernel 1.20")  # fmt: skip
+
+
+def test_an_engine_without_milestones_says_so():
+    assert bench.milestone_line({}, started=0.0) == "milestones: none"
 
 
 def test_the_phase_log_keeps_each_engines_totals_by_process():

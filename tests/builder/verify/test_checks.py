@@ -453,6 +453,37 @@ def test_check_steps_keep_each_kind_of_steps_time_without_the_time_yielded_to_a_
     steps("call")
     time.sleep(0.02)
     steps.stop()
-    assert set(steps.seconds) == {"check.call", "cpu.check.call", "check.repeat", "cpu.check.repeat"}
+    assert set(steps.seconds) == {"check.call", "cpu.check.call", "rq.check.call", "check.repeat", "cpu.check.repeat",
+                                  "rq.check.repeat"}  # fmt: skip
     assert 0.04 <= steps.seconds["check.call"] < 0.2  # both calls' time, neither yield
     assert steps.seconds["check.repeat"] < 0.2
+    assert 0.0 <= steps.seconds["rq.check.call"] <= steps.seconds["check.call"]
+
+
+def test_the_run_queue_wait_counts_the_time_a_thread_waited_for_a_busy_core():
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from builder.verify.checks import run_queue_s
+
+    if not os.path.exists("/proc/thread-self/schedstat"):
+        pytest.skip("this kernel keeps no schedstat")
+    core = min(os.sched_getaffinity(0))
+    spin = (
+        f"import os, time; os.sched_setaffinity(0, {{{core}}}); end = time.time() + 1.5\nwhile time.time() < end: pass"
+    )
+    hog = subprocess.Popen([sys.executable, "-c", spin])
+    mine = os.sched_getaffinity(0)
+    try:
+        time.sleep(0.3)  # the hog holds the core now
+        os.sched_setaffinity(0, {core})
+        before, end = run_queue_s(), time.time() + 0.6
+        while time.time() < end:  # runnable all along, sharing one core with the hog: about half of it waiting
+            pass
+        waited = run_queue_s() - before
+    finally:
+        os.sched_setaffinity(0, mine)
+        hog.wait()
+    assert 0.1 < waited < 0.6
