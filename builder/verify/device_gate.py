@@ -158,9 +158,9 @@ class DeviceGate:
             self._changed()
             self._owned_since = time.monotonic()
             self.stats.owner_wait_s += self._owned_since - waited
-            own = getattr(getattr(holder, "process", holder), "own_device", None)
-            if callable(own):
-                own(self.timing_cores)
+            pin = getattr(getattr(holder, "process", holder), "pin", None)
+            if self.timing_cores and callable(pin):
+                pin(self.timing_cores)
             for member in self._members:
                 if member is not holder:
                     member.pause()

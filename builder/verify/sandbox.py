@@ -119,8 +119,7 @@ class SandboxedProcess:
         niceness: int = 0,
     ) -> None:
         command, env = self._prepare(argv, scratch_dir, extra_binds, gpu, env_extra, isolation, ro_binds)
-        # Below the default priority (`limit_resources`) only where it owns a device back at the default one.
-        self.niceness = niceness if niceness > 0 and may_raise_priority() else 0
+        self.niceness = niceness
         self.proc = self._spawn(command, env, subprocess.PIPE if stdin_pipe else subprocess.DEVNULL, self._stdout)
 
     def _prepare(self, argv: Sequence[str], scratch_dir: str | Path, extra_binds: Sequence[str | Path], gpu: bool,
@@ -218,20 +217,18 @@ class SandboxedProcess:
         self._signal_all(signal.SIGCONT)
         self.release_clock()
 
-    def own_device(self, cores: set[int] | None) -> None:
-        """It owns a device: every thread of its processes moves onto `cores` where kept (its timing window gets
-        cores no other sandboxed process runs on) and back to the default priority if it started below it
-        (`niceness`, given only where the parent may raise it again). Threads started later inherit both."""
-        if not cores and not self.niceness:
-            return
+    def pin(self, cores: set[int]) -> None:
+        """Move every thread of the child's processes onto `cores` (it owns a device: its timing window gets
+        cores no other sandboxed process runs on), at the default priority if it was started below it (this
+        takes privilege; without it the window still has its cores to itself). Threads started later inherit
+        both."""
         for proc in [psutil.Process(self.proc.pid)] if self.alive() else []:
             for member in [proc, *marked(self.marker, self._namespace())]:
                 try:
                     for thread in member.threads():
-                        if cores:
-                            os.sched_setaffinity(thread.id, cores)
+                        os.sched_setaffinity(thread.id, cores)
                         if self.niceness:
-                            os.setpriority(os.PRIO_PROCESS, thread.id, 0)  # may_raise_priority: allowed
+                            _default_priority(thread.id)
                 except (OSError, psutil.Error):
                     continue
 
@@ -316,18 +313,11 @@ class SandboxedProcess:
         return outcome
 
 
-@functools.cache
-def may_raise_priority() -> bool:
-    """Whether this process may give a niced child the default priority back (CAP_SYS_NICE): a child is started
-    niced only then, so that no window is ever measured below the default priority."""
+def _default_priority(thread_id: int) -> None:
     try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("CapEff:"):
-                    return bool(int(line.split()[1], 16) >> 23 & 1)  # CAP_SYS_NICE is capability 23
-    except (OSError, ValueError):
+        os.setpriority(os.PRIO_PROCESS, thread_id, 0)
+    except PermissionError:
         pass
-    return False
 
 
 def run_sandboxed(
@@ -348,7 +338,7 @@ def run_sandboxed(
     `extra_binds` are writable besides the scratch dir; `ro_binds` are inputs that must stay readable
     although they lie under /tmp (which is private under bwrap). Once `cancel` is set (before the start or
     during the run) this raises SandboxCancelled instead. `on_start` is called with the started process.
-    `niceness` above 0 starts it below the default priority (`SandboxedProcess`)."""
+    `niceness` above 0 starts it below the default priority (`limit_resources`)."""
     if cancel is not None and cancel.is_set():
         raise SandboxCancelled("stopped before the start")
     child = SandboxedProcess(argv, scratch_dir, extra_binds, gpu, env_extra, isolation, ro_binds=ro_binds,

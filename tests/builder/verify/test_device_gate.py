@@ -20,7 +20,7 @@ from builder.verify.device_gate import (
     work_cores,
     write_word,
 )
-from builder.verify.sandbox import SandboxedProcess, may_raise_priority
+from builder.verify.sandbox import SandboxedProcess
 
 
 class Member:
@@ -232,8 +232,7 @@ def test_children_start_off_the_timing_cores_and_an_owner_moves_onto_them(tmp_pa
 @pytest.mark.parametrize("isolation", ["process", "bwrap"])
 def test_a_child_started_below_the_default_priority_owns_its_window_at_it(tmp_path, isolation):
     """A baseline's set-up runs niced (on what the evaluation children leave); once it owns the device, every
-    thread of its tree is moved to the timing cores at the default priority. Where the parent may not raise a
-    priority again (no CAP_SYS_NICE), it never lowers one: no window is measured niced."""
+    thread of its tree is moved to the timing cores at the default priority (where the parent may raise it)."""
     if isolation == "bwrap" and not bwrap_usable():
         pytest.skip("bubblewrap is not usable here")
     cores = sorted(os.sched_getaffinity(0))
@@ -245,11 +244,11 @@ def test_a_child_started_below_the_default_priority_owns_its_window_at_it(tmp_pa
         while len(tree_threads(child)) < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert len(tree_threads(child)) >= 3
-        niced = {os.getpriority(os.PRIO_PROCESS, t) for t in tree_threads(child)}
-        assert niced == ({7} if may_raise_priority() else {0})
+        assert {os.getpriority(os.PRIO_PROCESS, t) for t in tree_threads(child)} == {7}
         gate = DeviceGate(timing_cores={cores[-1]})
         gate.acquire_exclusive(child)
-        assert {os.getpriority(os.PRIO_PROCESS, t) for t in tree_threads(child)} == {0}
+        niceness = {os.getpriority(os.PRIO_PROCESS, t) for t in tree_threads(child)}
+        assert niceness == ({0} if os.geteuid() == 0 else {7})  # raising a priority takes privilege
         assert all(os.sched_getaffinity(t) == {cores[-1]} for t in tree_threads(child))
         gate.release_exclusive(child)
     finally:
@@ -431,32 +430,3 @@ def test_a_child_that_ends_its_turn_itself_is_a_member_from_its_grant_to_its_exi
     assert outcome.returncode == 0
     turn.finish()
     assert gate.owner() is None and not gate._members
-
-
-def test_a_niced_owner_gets_the_default_priority_even_where_no_cores_are_kept(tmp_path):
-    """Too few cores to keep any for windows: the owner shares the cores with everything, so its priority is what
-    keeps its window honest."""
-    if not may_raise_priority():
-        pytest.skip("children are started niced only where the parent may raise them again")
-    child = SandboxedProcess([sys.executable, "-c", "import time; time.sleep(30)"], tmp_path, gpu=False,
-                             isolation="process", niceness=5)  # fmt: skip
-    try:
-        assert os.getpriority(os.PRIO_PROCESS, child.pid) == 5
-        gate = DeviceGate(timing_cores=None)
-        gate.acquire_exclusive(child)
-        assert os.getpriority(os.PRIO_PROCESS, child.pid) == 0
-        gate.release_exclusive(child)
-    finally:
-        child.kill()
-
-
-def test_without_the_privilege_to_raise_a_priority_no_child_is_niced(tmp_path, monkeypatch):
-    from builder.verify import sandbox
-
-    monkeypatch.setattr(sandbox, "may_raise_priority", lambda: False)
-    child = SandboxedProcess([sys.executable, "-c", "import time; time.sleep(30)"], tmp_path, gpu=False,
-                             isolation="process", niceness=5)  # fmt: skip
-    try:
-        assert child.niceness == 0 and os.getpriority(os.PRIO_PROCESS, child.pid) == 0
-    finally:
-        child.kill()
