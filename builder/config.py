@@ -282,10 +282,6 @@ BASELINE_WARM_WORKERS = 4  # eager + torch.compile baselines of one task (induct
 # inductor's compile threads in a baseline child: its default pool of worker processes per child costs the cores
 # the first builds need (benchmarks/probe_baseline_compile.py); the generated code, and its timing, is the same.
 BASELINE_COMPILE_THREADS = 1
-# A baseline child's set-up (the models, torch.compile's build: ~15 s of a core per task) runs at this niceness:
-# on the cores that the clean references and evaluation children, which a start and each device turn wait for,
-# leave idle. Its measured run owns the device on the timing cores, at the default priority (SandboxedProcess.pin).
-BASELINE_SET_UP_NICENESS = 10
 SEED_BITS = 63  # seeds are secrets.randbits(SEED_BITS), drawn per build
 
 # --- explorer ----------------------------------------------------------------------------------

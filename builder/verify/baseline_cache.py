@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from builder import config
 from builder.tasks import Task
-from builder.verify import environment, milestones, verdict
+from builder.verify import environment, verdict
 from builder.verify.pool import build_job, read_result, run_in_turn
 from builder.verify.sandbox import SandboxCancelled
 
@@ -116,16 +116,14 @@ class BaselineCache:
             try:
                 job = build_job(task, None, None, options, "baseline", scratch)
                 env, writable = self._compiler_cache()
-                # Set-up and torch.compile's build run beside checks, below their priority, and stopped while
-                # another window owns the device (their first calls run on it); the timing owns the device.
+                # Set-up and torch.compile's build run beside checks, and stopped while another window owns the
+                # device (their first calls run on it); the timing owns the device.
                 result, outcome = run_in_turn(job, scratch, options, config.BASELINE_TIMEOUT_S, "baseline",
                                               exclusive=True, member_while_setting_up=True, env_extra=env,
-                                              writable=writable, cancel=cancel,
-                                              niceness=config.BASELINE_SET_UP_NICENESS)  # fmt: skip
+                                              writable=writable, cancel=cancel)  # fmt: skip
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
             self.children_s.append(outcome.wall_s)
-            milestones.mark("first_baseline_child_ended")
             if result is None or verdict.speedup(result.get("eager_ms"), 1.0) is None:
                 reason = (result or {}).get("error") or outcome.stderr_tail.strip().splitlines()[-3:]
                 log.warning("baseline of task %s failed (%s): %s", task.id, outcome.describe(), reason)

@@ -228,11 +228,10 @@ def run_child(job: dict[str, Any], scratch: Path, options: VerifyOptions, timeou
               pooled: PooledChild | None = None, argv_prefix: list[str] | None = None,
               env_extra: dict[str, str] | None = None, writable: list[Path] | None = None,
               cancel: threading.Event | None = None,
-              on_start: Callable[[SandboxedProcess], None] | None = None, niceness: int = 0,
+              on_start: Callable[[SandboxedProcess], None] | None = None,
               ) -> tuple[dict[str, Any] | None, ChildOutcome]:  # fmt: skip
     """Write the job into the scratch dir, run the child (pooled or fresh), read its result (SandboxCancelled
-    once `cancel` is set). `on_start` gets the child's process before it reads the job; `niceness` applies to a
-    fresh child (`run_sandboxed`)."""
+    once `cancel` is set). `on_start` gets the child's process before it reads the job."""
     job_path = scratch / "job.json"
     job_path.write_text(json.dumps(job))
     if pooled is not None and not pooled.process.alive():
@@ -258,7 +257,6 @@ def run_child(job: dict[str, Any], scratch: Path, options: VerifyOptions, timeou
             ro_binds=job_inputs(job),
             cancel=cancel,
             on_start=on_start,
-            niceness=niceness,
         )
     return read_result(Path(job["result_path"])), outcome
 

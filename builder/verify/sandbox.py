@@ -77,16 +77,14 @@ def sandbox_env(scratch: Path, marker: str, env_extra: dict[str, str] | None = N
     return env
 
 
-def limit_resources(cores: set[int] | None = None, niceness: int = 0) -> None:
+def limit_resources(cores: set[int] | None = None) -> None:
     """A child's limits, set in it before its code runs: between fork and exec (preexec_fn: no imports here, another
-    thread may hold a lock), or by a zygote's fork. `niceness` above 0: it runs on what the others leave."""
+    thread may hold a lock), or by a zygote's fork."""
     if cores:  # the cores kept for timing windows are not this child's (until it owns a device)
         try:
             os.sched_setaffinity(0, cores)
         except OSError:
             pass
-    if niceness > 0:
-        os.nice(niceness)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (config.CHILD_FILE_SIZE_LIMIT, config.CHILD_FILE_SIZE_LIMIT))
     soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
@@ -116,10 +114,8 @@ class SandboxedProcess:
         isolation: str | None = None,
         stdin_pipe: bool = False,
         ro_binds: Sequence[str | Path] = (),
-        niceness: int = 0,
     ) -> None:
         command, env = self._prepare(argv, scratch_dir, extra_binds, gpu, env_extra, isolation, ro_binds)
-        self.niceness = niceness
         self.proc = self._spawn(command, env, subprocess.PIPE if stdin_pipe else subprocess.DEVNULL, self._stdout)
 
     def _prepare(self, argv: Sequence[str], scratch_dir: str | Path, extra_binds: Sequence[str | Path], gpu: bool,
@@ -149,7 +145,6 @@ class SandboxedProcess:
         self._holds = 0
         self._hold_lock = threading.Lock()
         self._pid_ns: str | None = None
-        self.niceness = 0
         return command, env
 
     def _spawn(self, command: list[str], env: dict[str, str], stdin: int, stdout: IO[bytes] | int) -> subprocess.Popen:
@@ -161,7 +156,7 @@ class SandboxedProcess:
             stdout=stdout,
             stderr=self._stderr,
             start_new_session=True,
-            preexec_fn=functools.partial(limit_resources, work_cores(), self.niceness),
+            preexec_fn=functools.partial(limit_resources, work_cores()),
             close_fds=True,
         )
 
@@ -219,16 +214,12 @@ class SandboxedProcess:
 
     def pin(self, cores: set[int]) -> None:
         """Move every thread of the child's processes onto `cores` (it owns a device: its timing window gets
-        cores no other sandboxed process runs on), at the default priority if it was started below it (this
-        takes privilege; without it the window still has its cores to itself). Threads started later inherit
-        both."""
+        cores no other sandboxed process runs on). Threads started later inherit the mask."""
         for proc in [psutil.Process(self.proc.pid)] if self.alive() else []:
             for member in [proc, *marked(self.marker, self._namespace())]:
                 try:
                     for thread in member.threads():
                         os.sched_setaffinity(thread.id, cores)
-                        if self.niceness:
-                            _default_priority(thread.id)
                 except (OSError, psutil.Error):
                     continue
 
@@ -313,13 +304,6 @@ class SandboxedProcess:
         return outcome
 
 
-def _default_priority(thread_id: int) -> None:
-    try:
-        os.setpriority(os.PRIO_PROCESS, thread_id, 0)
-    except PermissionError:
-        pass
-
-
 def run_sandboxed(
     argv: Sequence[str],
     scratch_dir: str | Path,
@@ -331,18 +315,15 @@ def run_sandboxed(
     ro_binds: Sequence[str | Path] = (),
     cancel: threading.Event | None = None,
     on_start: Callable[[SandboxedProcess], None] | None = None,
-    niceness: int = 0,
 ) -> ChildOutcome:
     """Run argv sandboxed to completion or timeout; the whole process tree is gone when this returns.
 
     `extra_binds` are writable besides the scratch dir; `ro_binds` are inputs that must stay readable
     although they lie under /tmp (which is private under bwrap). Once `cancel` is set (before the start or
-    during the run) this raises SandboxCancelled instead. `on_start` is called with the started process.
-    `niceness` above 0 starts it below the default priority (`limit_resources`)."""
+    during the run) this raises SandboxCancelled instead. `on_start` is called with the started process."""
     if cancel is not None and cancel.is_set():
         raise SandboxCancelled("stopped before the start")
-    child = SandboxedProcess(argv, scratch_dir, extra_binds, gpu, env_extra, isolation, ro_binds=ro_binds,
-                             niceness=niceness)  # fmt: skip
+    child = SandboxedProcess(argv, scratch_dir, extra_binds, gpu, env_extra, isolation, ro_binds=ro_binds)
     try:
         if on_start is not None:
             on_start(child)

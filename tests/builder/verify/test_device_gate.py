@@ -228,42 +228,6 @@ def test_children_start_off_the_timing_cores_and_an_owner_moves_onto_them(tmp_pa
     assert os.sched_getaffinity(0) == set(cores)  # given back
 
 
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
-@pytest.mark.parametrize("isolation", ["process", "bwrap"])
-def test_a_child_started_below_the_default_priority_owns_its_window_at_it(tmp_path, isolation):
-    """A baseline's set-up runs niced (on what the evaluation children leave); once it owns the device, every
-    thread of its tree is moved to the timing cores at the default priority (where the parent may raise it)."""
-    if isolation == "bwrap" and not bwrap_usable():
-        pytest.skip("bubblewrap is not usable here")
-    cores = sorted(os.sched_getaffinity(0))
-    threads = "import threading, time\nfor _ in range(2): threading.Thread(target=time.sleep, args=(30,)).start()\n"
-    child = SandboxedProcess([sys.executable, "-c", threads + "time.sleep(30)"], tmp_path, gpu=False,
-                             isolation=isolation, niceness=7)  # fmt: skip
-    try:
-        deadline = time.monotonic() + 10
-        while len(tree_threads(child)) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert len(tree_threads(child)) >= 3
-        assert {os.getpriority(os.PRIO_PROCESS, t) for t in tree_threads(child)} == {7}
-        gate = DeviceGate(timing_cores={cores[-1]})
-        gate.acquire_exclusive(child)
-        niceness = {os.getpriority(os.PRIO_PROCESS, t) for t in tree_threads(child)}
-        assert niceness == ({0} if os.geteuid() == 0 else {7})  # raising a priority takes privilege
-        assert all(os.sched_getaffinity(t) == {cores[-1]} for t in tree_threads(child))
-        gate.release_exclusive(child)
-    finally:
-        child.kill()
-
-
-def tree_threads(child: SandboxedProcess) -> list[int]:
-    """Every thread of the child and its descendants (bwrap's holder and the command under it)."""
-    try:
-        root = psutil.Process(child.pid)
-        return [t.id for p in [root, *root.children(recursive=True)] for t in p.threads()]
-    except psutil.Error:
-        return []
-
-
 def test_a_trusted_childs_turn_starts_only_once_it_is_ready(tmp_path):
     """A reference child's start-up holds nothing: its shared turn begins when it says ready, and waits behind an
     owner (a timing window) that got there first."""
