@@ -170,8 +170,9 @@ def known_facts() -> dict[str, Any]:
     facts: dict[str, Any] = {"gpus_present": _gpus_present(), "nvcc_version": nvcc_version(),
                              "builder_version": builder_version(),
                              "gpu_info": {smi_id: _smi_gpu_info(smi_id) for smi_id in visible_gpu_ids()}}  # fmt: skip
-    if "torch" in sys.modules:
-        facts["torch_versions"] = list(torch_versions())
+    if "torch" in sys.modules:  # plain strings: torch.__version__ is torch's own str subclass, which would make an
+        # engine load torch while it reads its start message, not beside its first clean references
+        facts["torch_versions"] = [None if version is None else str(version) for version in torch_versions()]
     return facts
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pickle
 import shutil
 import subprocess
+import sys
 
 import pytest
 from packaging.version import Version
@@ -127,6 +129,10 @@ def test_an_engine_takes_what_the_builder_read_of_the_machine_instead_of_reading
     assert facts["gpus_present"] == 2 and facts["gpu_info"] == {"1": {"name": "NVIDIA H200",
             "compute_capability": "9.0", "driver_version": "580.159.04"}}  # fmt: skip
     assert facts["torch_versions"][0] == torch.__version__ and facts["builder_version"]
+    # plain data: an engine reads them without loading torch (it loads torch beside its first clean references)
+    probe = "import pickle, sys; pickle.loads(sys.stdin.buffer.read()); print('torch' in sys.modules)"
+    read = subprocess.run([sys.executable, "-c", probe], input=pickle.dumps(facts), capture_output=True, check=True)
+    assert read.stdout.decode().strip() == "False"
     expected = environment.environment_fields("cuda")
     # in the engine: nothing is run again, and its records name the same environment
     monkeypatch.setattr(environment, "_run", lambda argv: pytest.fail(f"ran {argv} again"))
