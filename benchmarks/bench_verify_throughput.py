@@ -336,8 +336,10 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
     watch.stop()
     for line in verifier.start_lines(started, first_evaluated):
         print(f"  {label}: before the first evaluated record, {line}")
-    if not verifier.engine_devices:
-        print(f"  {label}: {milestone_line(milestones.marks(), started)}")
+    print(
+        f"  {label}: {'builder process: ' if verifier.engine_devices else ''}"
+        f"{milestone_line(milestones.marks(), started)}"
+    )
     for record in records:  # which kernels failed and why: a loaded machine must not turn a correct one incorrect
         if record.status not in ("correct", "compile_error"):
             reason = (record.error or "").strip().splitlines()[:1]

@@ -37,7 +37,7 @@ from multiprocessing.connection import Connection, Pipe
 from typing import TYPE_CHECKING, Any
 
 from builder import config
-from builder.verify import environment
+from builder.verify import environment, milestones
 from builder.verify.engine_process import MODULE
 
 if TYPE_CHECKING:
@@ -284,9 +284,11 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
     try:
         for index, share in enumerate(shares):
             engines.append(_Engine(index, share))
+        milestones.mark("engines_spawned")
         facts = environment.known_facts()  # read once here while the engines' interpreters start, not in each
         for engine in engines:
             engine.start(options, facts)
+        milestones.mark("engines_told")
         for engine in engines:
             for target in (serve, answer):
                 threads.append(threading.Thread(target=target, args=(engine,), daemon=True,
