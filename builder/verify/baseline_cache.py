@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from builder import config
 from builder.tasks import Task
-from builder.verify import environment, verdict
+from builder.verify import environment, milestones, verdict
 from builder.verify.pool import build_job, read_result, run_in_turn
 from builder.verify.sandbox import SandboxCancelled
 
@@ -124,6 +124,7 @@ class BaselineCache:
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
             self.children_s.append(outcome.wall_s)
+            milestones.mark("first_baseline_child_ended")
             if result is None or verdict.speedup(result.get("eager_ms"), 1.0) is None:
                 reason = (result or {}).get("error") or outcome.stderr_tail.strip().splitlines()[-3:]
                 log.warning("baseline of task %s failed (%s): %s", task.id, outcome.describe(), reason)
