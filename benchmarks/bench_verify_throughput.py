@@ -194,10 +194,19 @@ def engine_lines(totals: dict, started: float) -> list[str]:
             f" ready at {', '.join(f'{at:.1f}' for at in sorted(ready)[:4])}{' ...' if len(ready) > 4 else ''} s",
             f"baseline children: {len(children)}, wall {statistics.mean(children) if children else float('nan'):.1f} s"
             f" each; measured baselines {owned.get('baseline', 0.0):.1f} s of its device",
-            f"device s/kernel: timing windows {owned.get('timing', 0.0) / n:.2f}, owners waiting "
-            f"{gate.get('owner_wait_s', 0.0) / n:.2f}, unowned while an owner waited {gate.get('drain_s', 0.0) / n:.2f},"
-            f" held by nobody {gate.get('unheld_s', 0.0) / n:.2f}; checks yielded per kernel "
-            f"{gate.get('yields', 0) / n:.2f}"]  # fmt: skip
+            f"device s/kernel: timing windows {owned.get('timing', 0.0) / n:.2f}, held shared "
+            f"{gate.get('shared_s', 0.0) / n:.2f}, owners waiting {gate.get('owner_wait_s', 0.0) / n:.2f}, unowned "
+            f"while an owner waited {gate.get('drain_s', 0.0) / n:.2f}, held by nobody {gate.get('unheld_s', 0.0) / n:.2f};"
+            f" checks yielded per kernel {gate.get('yields', 0) / n:.2f}"]  # fmt: skip
+
+
+def middle_rate(times: list[float], low: float = 0.25, high: float = 0.75) -> float:
+    """Kernels/hour between the record at `low` and the one at `high` of a run's records (their times, in order):
+    the rate without the start and the last records, where several GPUs and one differ most."""
+    first, last = int(len(times) * low), int(len(times) * high) - 1
+    if last <= first or times[last] <= times[first]:
+        return float("nan")
+    return (last - first) / (times[last] - times[first]) * 3600
 
 
 def milestone_line(marks: dict[str, float], started: float) -> str:
@@ -305,10 +314,12 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
     milestones.clear()  # this process's own (an engine process keeps its own, sent in its totals)
     started = time.monotonic()
     records, first, first_evaluated, at_first_evaluated, evaluated_at, cut_at = [], None, None, None, 0, None
+    times: list[float] = []  # each record's, from the start
     stream = verifier.stream(pairs)
     try:
         for record in stream:
             records.append(record)
+            times.append(time.monotonic() - started)
             first = first if first is not None else time.monotonic() - started
             if first_evaluated is None and record.eval_s is not None:  # compile errors come first, unevaluated
                 first_evaluated, evaluated_at = time.monotonic() - started, len(records)
@@ -370,21 +381,15 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
              f"{label}: VERIFIED KERNELS/HOUR": len(records) / wall * 3600,
              f"{label}: kernels/hour after the first evaluated record":
                  (len(records) - evaluated_at) / max(1e-9, wall - (first_evaluated or wall)) * 3600,
-             f"{label}: GPU-busy s/kernel (all GPUs)": busy / n}  # fmt: skip
+             f"{label}: kernels/hour from the 25 % to the 75 % record": middle_rate(times)}  # fmt: skip
     if verifier.engine_devices:  # builds, gates, references and baselines live in the engines' own processes
         print(f"  {label}: {len(verifier.engine_devices)} engine processes: each one's device, references and "
               "baselines from its totals (none from an engine stopped before its stream's end); no compile figures")  # fmt: skip
         for name, totals in sorted(phase_log.engines.items()):
             for line in engine_lines(totals, started):
                 print(f"  {label}: {name}: {line}")
-        return rates
-    return {f"{label}: kernels": len(records), f"{label}: tasks": tasks, f"{label}: wall s": wall,
-            f"{label}: first record after s": first or float("nan"),
-            f"{label}: first evaluated record after s": first_evaluated or float("nan"),
-            f"{label}: VERIFIED KERNELS/HOUR": len(records) / wall * 3600,
-            f"{label}: kernels/hour after the first evaluated record":
-                (len(records) - evaluated_at) / max(1e-9, wall - (first_evaluated or wall)) * 3600,
-            f"{label}: compile core-s/kernel": sum(verifier.builds.values()) / n,
+        return {**rates, f"{label}: GPU-busy s/kernel (all GPUs)": busy / n}
+    return {**rates, f"{label}: compile core-s/kernel": sum(verifier.builds.values()) / n,
             f"{label}: GPU-busy s/kernel": busy / n, f"{label}: GPU-idle s/kernel": (wall - busy) / n,
             f"{label}: evaluation child wall s/kernel (mean)": statistics.mean(eval_s) if eval_s else float("nan"),
             f"{label}: timing windows s/kernel": owned.get("timing", 0.0) / n,
@@ -393,6 +398,7 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
                 (after.owner_wait_s - before.owner_wait_s) / n,
             f"{label}: device unowned while an owner waited for checks s/kernel": (after.drain_s - before.drain_s) / n,
             f"{label}: device held by nobody s/kernel": (after.unheld_s - before.unheld_s) / n,
+            f"{label}: device held shared only (checks, references) s/kernel": (after.shared_s - before.shared_s) / n,
             f"{label}: device held by nobody before the first evaluated record s":
                 (at_first_evaluated or after).unheld_s - before.unheld_s,
             f"{label}: checks yielded to a window per kernel": (after.yields - before.yields) / n,

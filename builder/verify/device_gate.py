@@ -55,6 +55,7 @@ class GateStats:
     owner_wait_s: float = 0.0  # seconds owners waited, summed over owners (for checks, or behind another owner)
     drain_s: float = 0.0  # seconds an owner waited while nobody owned the device: checks in flight held it up
     unheld_s: float = 0.0  # seconds nobody held the device at all (no checks, no owner): nothing ready for it
+    shared_s: float = 0.0  # seconds held shared only (checks, clean references), no owner waiting
     yields: int = 0  # checks that gave the device up between two steps for a waiting owner
     pauses: int = 0  # members stopped for another's window
     by_purpose: dict[str, float] = field(default_factory=dict)  # owned seconds per purpose
@@ -76,7 +77,7 @@ class DeviceGate:
         self._owner_watchers: set[threading.Event] = set()  # set when an owner starts to wait (`watch_owners`)
         self.stats = GateStats()
         self._since = time.monotonic()  # when the device's state (below) last changed
-        self._state = "unheld"  # "unheld", "draining" (an owner waits, nobody owns), or "busy"
+        self._state = "unheld"  # "unheld", "draining" (an owner waits, nobody owns), "shared", or "owned"
 
     def snapshot(self) -> GateStats:
         """The stats so far, the current state's time included."""
@@ -91,13 +92,15 @@ class DeviceGate:
             self.stats.unheld_s += now - self._since
         elif self._state == "draining":
             self.stats.drain_s += now - self._since
+        elif self._state == "shared":
+            self.stats.shared_s += now - self._since
         self._since = now
-        if self._owner is None and self._owners_waiting:
+        if self._owner is not None:
+            self._state = "owned"
+        elif self._owners_waiting:
             self._state = "draining"
-        elif self._owner is None and not self._sharing:
-            self._state = "unheld"
         else:
-            self._state = "busy"
+            self._state = "shared" if self._sharing else "unheld"
 
     # -- membership: the processes stopped while another owns the device --------------------------------
     def join(self, member: Pausable) -> None:

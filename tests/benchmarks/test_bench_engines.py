@@ -18,7 +18,7 @@ spec.loader.exec_module(bench)
 TOTALS = {"records": 10, "started_at": 101.5, "references": 2, "reference_s": 11.0,
           "milestones": {"zygote_ready": 106.0, "start_received": 101.75, "first_record": 110.5},
           "reference_ready_at": [109.0, 107.25], "baseline_children_s": [12.0, 14.0],
-          "gate": {"owner_wait_s": 5.0, "drain_s": 1.0, "unheld_s": 0.3, "yields": 12,
+          "gate": {"owner_wait_s": 5.0, "drain_s": 1.0, "unheld_s": 0.3, "shared_s": 4.25, "yields": 12,
                    "by_purpose": {"timing": 3.2, "baseline": 1.5}}}  # fmt: skip
 
 
@@ -28,8 +28,8 @@ def test_an_engines_totals_read_as_figures_from_the_runs_start():
     assert lines[1] == "milestones: start_received 1.8, zygote_ready 6.0, first_record 10.5"  # in the order reached
     assert lines[2] == "clean references: 2, 5.50 s each; ready at 7.2, 9.0 s"
     assert lines[3] == "baseline children: 2, wall 13.0 s each; measured baselines 1.5 s of its device"
-    assert lines[4] == ("device s/kernel: timing windows 0.32, owners waiting 0.50, unowned while an owner waited "
-                        "0.10, held by nobody 0.03; checks yielded per kernel 1.20")  # fmt: skip
+    assert lines[4] == ("device s/kernel: timing windows 0.32, held shared 0.42, owners waiting 0.50, unowned while "
+                        "an owner waited 0.10, held by nobody 0.03; checks yielded per kernel 1.20")  # fmt: skip
 
 
 def test_an_engine_without_milestones_says_so():
@@ -43,3 +43,10 @@ def test_the_phase_log_keeps_each_engines_totals_by_process():
     phase_log.emit(record)
     phase_log.emit(logging.makeLogRecord({"msg": "engine totals: {not json", "processName": "engine-0"}))
     assert phase_log.engines == {"engine-1": TOTALS} and phase_log.phases == []
+
+
+def test_the_middle_rate_leaves_out_the_start_and_the_last_records():
+    # a slow start (10 s for the first record), then one record a second, then a straggler
+    times = [10.0 + i for i in range(11)] + [60.0]
+    assert bench.middle_rate(times) == 3600.0  # records 3 to 8: 5 in 5 s
+    assert bench.middle_rate([1.0]) != bench.middle_rate([1.0])  # too few records: nan

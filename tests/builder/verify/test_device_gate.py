@@ -104,10 +104,11 @@ def test_a_waiting_owner_goes_before_new_checks():
     assert order == ["owner", "check"]
 
 
-def test_the_gate_counts_time_unheld_and_time_an_owner_waited_on_checks_apart():
+def test_the_gate_counts_time_unheld_shared_and_time_an_owner_waited_on_checks_apart():
     gate = DeviceGate()
     time.sleep(0.2)  # nobody holds it
     assert gate.acquire_shared()
+    time.sleep(0.25)  # checks hold it shared, nobody waits to own it
     owner = Member()
     waiting = in_thread(lambda: gate.acquire_exclusive(owner))
     time.sleep(0.3)  # the owner waits for the checks, the device is nobody's own
@@ -121,7 +122,7 @@ def test_the_gate_counts_time_unheld_and_time_an_owner_waited_on_checks_apart():
     queued.join(5)
     gate.release_exclusive(second)
     stats = gate.snapshot()
-    assert 0.2 <= stats.unheld_s < 0.35 and 0.3 <= stats.drain_s < 0.45
+    assert 0.2 <= stats.unheld_s < 0.35 and 0.3 <= stats.drain_s < 0.45 and 0.25 <= stats.shared_s < 0.4
     assert stats.owner_wait_s >= stats.drain_s + 0.2  # the second owner's wait behind the first is not drain
 
 
