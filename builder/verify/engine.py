@@ -106,12 +106,9 @@ def _static_flags(candidate: Candidate) -> set[str]:
 def _extra_fields(options: VerifyOptions, task: Task) -> dict[str, Any]:
     atol, rtol = task.tolerances()
     extra = environment.environment_fields(options.backend, options.device_index)
-    extra.update(
-        atol=options.atol if options.atol is not None else atol,
-        rtol=options.rtol if options.rtol is not None else rtol,
-        seeds=list(options.seeds or []),
-        isolation=resolve_isolation(options.isolation),
-    )
+    extra.update(atol=options.atol if options.atol is not None else atol,
+                 rtol=options.rtol if options.rtol is not None else rtol,
+                 seeds=list(options.seeds or []), isolation=resolve_isolation(options.isolation))  # fmt: skip
     return extra
 
 
