@@ -42,7 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cpu_census import CpuCensus, census_lines  # noqa: E402
+from benchmarks.cpu_census import CpuCensus, census_lines, smt_line  # noqa: E402
 from benchmarks.gate_watch import GateWatch  # noqa: E402
 from builder import config  # noqa: E402
 from builder.candidates import Candidate  # noqa: E402
@@ -454,6 +454,7 @@ def main() -> None:
     print(f"machine: {platform.node()} {os.cpu_count()} cores, {env['gpu_name']}, torch {env['torch_version']}, "
           f"cuda {env['cuda_version']}, nvcc {env['nvcc_version']}, isolation {resolve_isolation()}, evaluation "
           f"children {'forked' if config.FORK_EVALUATION_CHILDREN else 'exec-d'}")  # fmt: skip
+    print(f"cores: {smt_line()}")
     started = time.perf_counter()
     bytecode = bytecode_cache.for_child(resolve_isolation(), [])  # warmed once per environment, not per run
     print(f"children's byte code: {bytecode or 'none (children compile their own)'}, ready after "

@@ -147,3 +147,24 @@ def census_lines(periods, cores: int | None = None) -> list[str]:
         lines.append(f"{name}: {wall:.1f} s wall, {busy / max(wall, 1e-9):.1f} of {cores} cores busy "
                      f"({busy:.0f} core-s; by kind, core-s: {kinds or 'none'})")  # fmt: skip
     return lines
+
+
+def smt_line(cpus: Path = Path("/sys/devices/system/cpu")) -> str:
+    """The cores' hardware threads as the kernel sees them: which logical cores share a physical one. Two engines'
+    slices of the cores (device_engines.engine_shares) can share physical cores when siblings lie in both."""
+    groups = set()
+    for listed in sorted(cpus.glob("cpu[0-9]*/topology/thread_siblings_list")):
+        try:
+            groups.add(listed.read_text().strip())
+        except OSError:
+            continue
+    if not groups:
+        return "SMT siblings: unknown (no topology in sysfs)"
+    shared = sorted((g for g in groups if "," in g or "-" in g), key=_first_cpu)
+    if not shared:
+        return f"SMT siblings: none ({len(groups)} cores, one thread each)"
+    return f"SMT siblings: {len(shared)} groups, e.g. {'; '.join(shared[:4])}{' ...' if len(shared) > 4 else ''}"
+
+
+def _first_cpu(group: str) -> int:
+    return int(group.replace("-", ",").split(",")[0])
