@@ -6,9 +6,12 @@ added 17 %. So a stream over N GPUs runs N engine processes (`engine_process.py`
 each a `Verifier` over one GPU (its CUDA_VISIBLE_DEVICES) on its own share of the cores, with its share of the
 compile workers and the build's seeds. This process only hands out pairs and gathers records:
 
-- An engine asks for its next pair when its stream wants one. It gets the first waiting pair of a task it
-  already has (the task's clean reference and baselines are then made once), else of a task nobody has, else
-  the first waiting pair: no engine idles while pairs wait. An engine more than a shared build's worth of
+- An engine asks for its next pair when its stream wants one. It gets the first waiting pair, in the input's
+  order, of a task it already has or of a task nobody has yet (a task's clean reference and baselines are then
+  made once), else the first waiting pair: no engine idles while pairs wait. Input order, not its own tasks
+  first: an engine that took its tasks' pairs ahead of the rest worked through one task at a time, all its
+  workers waiting on that task's reference at the start and its slowest tasks' copies timed one after another at
+  the end (docs/gpu-runs.md, 2026-11-26). An engine more than a shared build's worth of
   pairs (`batch_size`) ahead of the least loaded other engine waits: an engine reads its stream a window of
   builds at a time, and the first up would otherwise take a short stream whole.
 - A pair is pending from the moment it is handed out until its record comes back. An engine that dies sends
@@ -98,14 +101,10 @@ class Router:
             return bool(self._waiting)
 
     def _choose(self, engine: int) -> int:
-        unowned = None
         for index, (_, task) in enumerate(self._waiting):
-            owner = self._owner.get(task.id)
-            if owner == engine:
+            if self._owner.get(task.id, engine) == engine:
                 return index
-            if owner is None and unowned is None:
-                unowned = index
-        return unowned if unowned is not None else 0
+        return 0
 
 
 def engine_devices(options: VerifyOptions) -> list[str | None]:

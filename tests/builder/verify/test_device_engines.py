@@ -35,6 +35,18 @@ def pairs_of(*task_ids: str) -> list[tuple[str, FakeTask]]:
     return [(f"p{index}", FakeTask(task_id)) for index, task_id in enumerate(task_ids)]
 
 
+def test_an_engine_takes_its_own_and_new_tasks_in_the_inputs_order():
+    # Interleaved input: each engine goes through its tasks side by side, not one task's pairs first.
+    router = device_engines.Router(pairs_of("a", "b", "c", "d", "a", "b", "c", "d"), lookahead=8)
+    assert [router.next_for(0)[0], router.next_for(1)[0]] == ["p0", "p1"]  # a -> 0, b -> 1
+    assert router.next_for(0)[0] == "p2"  # c, nobody's yet, comes before a's next pair (p4)
+    assert router.next_for(0)[0] == "p3"  # and d
+    assert router.next_for(0)[0] == "p4"  # then a, its own, skipping nothing of its own
+    assert router.next_for(1)[0] == "p5"  # b is engine 1's; c and d (engine 0's) are passed over
+    assert [router.next_for(0)[0], router.next_for(0)[0]] == ["p6", "p7"]
+    assert router.next_for(1) is None
+
+
 def test_an_engine_keeps_its_tasks_and_takes_new_ones_before_others():
     router = device_engines.Router(pairs_of("a", "b", "a", "b", "c"), lookahead=5)
     assert router.next_for(0)[0] == "p0"  # a -> engine 0
