@@ -1,9 +1,11 @@
 """Eager and torch.compile baselines, measured once per task per build (trusted parent side).
 
 The measurement runs in a sandboxed child (mode "baseline", builder/verify/baselines.py); results are cached as
-JSON per (task source, backend, device, torch version, size). A build starts each task's measurement as soon
-as the task is seen (`prewarm`, parallel children): the child's set-up and torch.compile's build overlap the
-rest of the build, and only its timing owns the device.
+JSON per (task source, backend, device, torch version, size). A build starts each task's measurement early
+(`prewarm`, parallel children): the child's set-up and torch.compile's build overlap the rest of the build, and
+only its timing owns the device. Early, not first: a build's baselines wait for its first clean reference, which
+the first evaluations need and which their set-ups (seconds of torch.compile on every core they may use) would
+otherwise slow down.
 """
 
 from __future__ import annotations
@@ -55,22 +57,26 @@ class BaselineCache:
                "TORCHINDUCTOR_COMPILE_THREADS": str(config.BASELINE_COMPILE_THREADS)}  # fmt: skip
         return env, [root]
 
-    def prewarm(
-        self, task: Task, options: VerifyOptions, executor: ThreadPoolExecutor, cancel: threading.Event | None = None
-    ) -> None:
-        """Measure the task's baseline now, in a parallel child, rather than when its first correct kernel asks
-        (its torch.compile build then overlaps compiles and evaluations; only its timing owns the device). CUDA
-        only: on the CPU backend the build would take the cores the candidates' own builds and timing need, for
-        tasks that may never have a correct kernel."""
+    def prewarm(self, task: Task, options: VerifyOptions, executor: ThreadPoolExecutor,
+                cancel: threading.Event | None = None, after: threading.Event | None = None) -> None:  # fmt: skip
+        """Measure the task's baseline early, in a parallel child, rather than when its first correct kernel asks
+        (its torch.compile build then overlaps compiles and evaluations; only its timing owns the device), once
+        `after` is set (the build's first clean reference ended). CUDA only: on the CPU backend the build would
+        take the cores the candidates' own builds and timing need, for tasks that may never have a correct
+        kernel."""
         if options.backend != "cuda":
             return
         key = self.key(task, options)
         with self._lock:
             if key in self._warming or (self.directory / f"{key}.json").exists():
                 return
-            self._warming[key] = executor.submit(self._measure_early, task, options, cancel)
+            self._warming[key] = executor.submit(self._measure_early, task, options, cancel, after)
 
-    def _measure_early(self, task: Task, options: VerifyOptions, cancel: threading.Event | None) -> None:
+    def _measure_early(self, task: Task, options: VerifyOptions, cancel: threading.Event | None,
+                       after: threading.Event | None = None) -> None:  # fmt: skip
+        while after is not None and not after.wait(0.1):
+            if cancel is not None and cancel.is_set():
+                return  # the build is stopping before its first reference: a later build measures it
         try:
             self._measure(task, options, cancel=cancel)
         except SandboxCancelled:

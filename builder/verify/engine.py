@@ -309,9 +309,9 @@ class Verifier:
                             break
                         milestones.mark("first_window_received")
                         for _, task in window:
-                            self.baselines.prewarm(task, self.options, warmers, cancel=stop)
                             if self.options.backend == "cuda":  # the device idles through the first compiles
                                 self.references.prewarm(task, self.options, reference_warmers, cancel=stop)
+                            self.baselines.prewarm(task, self.options, warmers, stop, self.references.first_ended)
                         thread = threading.Thread(target=compile_window, args=(window, number, builds, room),
                                                   daemon=True, name=f"ka-window-{number}")  # fmt: skip
                         thread.start()

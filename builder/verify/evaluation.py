@@ -77,6 +77,7 @@ class ReferenceCache:
         self.computed = 0
         self.compute_s = 0.0  # wall seconds of the reference children run so far
         self.ready_at: list[float] = []  # time.monotonic() as each was ready (the bench's view of a start)
+        self.first_ended = threading.Event()  # set once a reference child has ended, ready or failed
         self._warming: set[str] = set()
 
     @staticmethod
@@ -98,7 +99,10 @@ class ReferenceCache:
                     self._entries.move_to_end(key)
                     return self._entries[key]
             directory = self.root / key[:24]
-            reference = compute_clean_reference(task, options, directory, cancel)
+            try:
+                reference = compute_clean_reference(task, options, directory, cancel)
+            finally:
+                self.first_ended.set()
             weakref.finalize(reference, shutil.rmtree, str(directory), True)  # the files live as long as it does
             reference.owner = self
             self.computed += 1
