@@ -7,13 +7,17 @@ each a `Verifier` over one GPU (its CUDA_VISIBLE_DEVICES) on its own share of th
 compile workers and the build's seeds. This process only hands out pairs and gathers records:
 
 - An engine asks for its next pair when its stream wants one. It gets the first waiting pair, in the input's
-  order, of a task it already has or of a task nobody has yet (a task's clean reference and baselines are then
-  made once), else the first waiting pair: no engine idles while pairs wait. Input order, not its own tasks
-  first: an engine that took its tasks' pairs ahead of the rest worked through one task at a time, all its
-  workers waiting on that task's reference at the start and its slowest tasks' copies timed one after another at
-  the end (docs/gpu-runs.md, 2026-11-26). An engine more than a shared build's worth of
-  pairs (`batch_size`) ahead of the least loaded other engine waits: an engine reads its stream a window of
-  builds at a time, and the first up would otherwise take a short stream whole.
+  order, of a task it already has, or of a task nobody has yet while it has no more tasks than any other engine
+  (a task's clean reference and baselines are then made once, and the tasks split evenly); else the first
+  waiting pair of a task nobody has; else the first waiting pair, whose task it then shares: no engine idles
+  while pairs wait. Input order, not its own tasks first: an engine that took its tasks' pairs ahead of the rest
+  worked through one task at a time, all its workers waiting on that task's reference at the start and its
+  slowest tasks' copies timed one after another at the end (docs/gpu-runs.md, 2026-11-26).
+- An engine more than a shared build's worth of pairs (`batch_size`) ahead of the least loaded other engine
+  waits: an engine reads its stream a window of builds at a time, and the first up would otherwise take a short
+  stream whole. Once the input is all read, the last pairs go to the least loaded: engines read far ahead of
+  what they evaluate, so the pairs are all handed out long before the last records, and an engine a build ahead
+  at that moment evaluated a build's worth of kernels alone at the end.
 - A pair is pending from the moment it is handed out until its record comes back. An engine that dies sends
   each of its pending pairs back as a `crash` record (as an executor does for a candidate it lost): none lost,
   none twice; the other engines go on. Should every engine end early, the stream raises: the pairs none of them
@@ -33,7 +37,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from multiprocessing.connection import Connection, Pipe
@@ -56,11 +60,13 @@ class Router:
     """The pairs waiting to be handed out, read ahead from the stream's input, and which engine has which task.
     Thread-safe: each engine's reader thread asks for that engine's next pair."""
 
-    def __init__(self, pairs: Iterable[tuple[Candidate, Task]], lookahead: int) -> None:
+    def __init__(self, pairs: Iterable[tuple[Candidate, Task]], lookahead: int, engines: int = 1) -> None:
         self._source = iter(pairs)
         self._waiting: deque[tuple[Candidate, Task]] = deque()
         self._lookahead = max(1, lookahead)
-        self._owner: dict[str, int] = {}  # task id -> engine that has it
+        self._engines = max(1, engines)
+        self._owner: dict[str, int] = {}  # task id -> the engine that took its first pair
+        self._taken: dict[int, set[str]] = {}  # engine -> the tasks it has had pairs of (its own, and any shared)
         self._lock = threading.Lock()
         self._exhausted = False
 
@@ -78,12 +84,18 @@ class Router:
             pair = self._waiting[chosen]
             del self._waiting[chosen]
             self._owner.setdefault(pair[1].id, engine)
+            self._taken.setdefault(engine, set()).add(pair[1].id)
             return pair
 
     def give_back(self, pair: tuple[Candidate, Task]) -> None:
         """A pair an engine could not take: first in line again."""
         with self._lock:
             self._waiting.appendleft(pair)
+
+    def all_read(self) -> bool:
+        """Whether the input is read to its end (the waiting pairs are the stream's last)."""
+        with self._lock:
+            return self._exhausted
 
     def drained(self) -> bool:
         """Whether every pair is handed out (known without reading further)."""
@@ -101,10 +113,18 @@ class Router:
             return bool(self._waiting)
 
     def _choose(self, engine: int) -> int:
+        mine = self._taken.get(engine, set())
+        owned = Counter(self._owner.values())
+        may_claim = all(owned[engine] <= owned[other] for other in range(self._engines) if other != engine)
+        unowned = None
         for index, (_, task) in enumerate(self._waiting):
-            if self._owner.get(task.id, engine) == engine:
+            if task.id in mine:
                 return index
-        return 0
+            if task.id not in self._owner:
+                if may_claim:
+                    return index
+                unowned = index if unowned is None else unowned
+        return unowned if unowned is not None else 0
 
 
 def engine_devices(options: VerifyOptions) -> list[str | None]:
@@ -123,6 +143,17 @@ def within_reach(pending: int, others: list[int], slack: int) -> bool:
     """Whether an engine holding `pending` pairs may take one more beside engines holding `others`: not while it
     is more than `slack` ahead of the least loaded."""
     return not others or pending <= min(others) + slack
+
+
+def balanced(engine: Any, engines: list[Any], last_pairs: bool, slack: int, now: float) -> bool:
+    """Whether `engine` may take a pair beside `engines` (each with its `pending` pairs, `ended`, `told_end`,
+    `asking` and `asked_at`): not while it is more than `slack` ahead of the least loaded of those still asking, or
+    starting (one that has not asked for `ENGINE_BALANCE_WAIT_S` holds nobody back). Once the input is all read
+    (`last_pairs`), against those asking now, without slack: the last pairs go to the least loaded of the engines
+    that want them, and none waits for an engine that does not."""
+    others = [len(e.pending) for e in engines if e is not engine and not e.ended and not e.told_end
+              and (e.asking if last_pairs else now - e.asked_at < config.ENGINE_BALANCE_WAIT_S)]  # fmt: skip
+    return within_reach(len(engine.pending), others, 0 if last_pairs else slack)
 
 
 def engine_shares(devices: list[str | None], cores: list[int], compile_workers: int) -> list[dict[str, Any]]:
@@ -152,6 +183,7 @@ class _Engine:
         self.ended = False  # set, under pending_lock, once its pending pairs were said
         self.told_end = False  # it was told there are no more pairs
         self.asked_at = time.monotonic()  # its start, then its last request for a pair
+        self.asking = False  # a request of its waits for its answer
         self.requests: queue.Queue = queue.Queue()
         self.send_lock = threading.Lock()
         ours, theirs = Pipe(duplex=True)
@@ -189,20 +221,15 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
 
     shares = engine_shares(devices, cores, options.compile_workers)
     window = max(1, options.batch_size) * max(1, shares[0]["compile_workers"])
-    router = Router(pairs, lookahead=window * len(devices))
+    router = Router(pairs, lookahead=window * len(devices), engines=len(devices))
     records: queue.Queue = queue.Queue()
     sequences = iter(range(1 << 62))
     engines: list[_Engine] = []
     balance = threading.Condition()  # notified whenever an engine's pending pairs change or it ends
-    slack = max(1, options.batch_size)
+    slack = max(1, options.batch_size)  # while input is left to read; none for its last pairs
 
     def may_take(engine: _Engine) -> bool:
-        """Against the others still asking (or starting): one that has not asked for `ENGINE_BALANCE_WAIT_S` holds
-        nobody back."""
-        now = time.monotonic()
-        others = [len(e.pending) for e in engines if e is not engine and not e.ended and not e.told_end
-                  and now - e.asked_at < config.ENGINE_BALANCE_WAIT_S]  # fmt: skip
-        return router.drained() or within_reach(len(engine.pending), others, slack)
+        return router.drained() or balanced(engine, engines, router.all_read(), slack, time.monotonic())
 
     def changed() -> None:
         with balance:
@@ -228,6 +255,7 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
                         return
                     if pair is not None:
                         engine.pending[sequence] = pair
+                    engine.asking = False
                 changed()
                 try:
                     engine.send(None if pair is None else (sequence, *pair))
@@ -246,7 +274,7 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
             while True:
                 kind, *body = engine.connection.recv()
                 if kind == "next":
-                    engine.asked_at = time.monotonic()
+                    engine.asked_at, engine.asking = time.monotonic(), True
                     engine.requests.put(True)
                     changed()
                 elif kind == "record":

@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -45,6 +46,44 @@ def test_an_engine_takes_its_own_and_new_tasks_in_the_inputs_order():
     assert router.next_for(1)[0] == "p5"  # b is engine 1's; c and d (engine 0's) are passed over
     assert [router.next_for(0)[0], router.next_for(0)[0]] == ["p6", "p7"]
     assert router.next_for(1) is None
+
+
+def test_two_engines_split_the_tasks_evenly_whoever_asks_first():
+    router = device_engines.Router(pairs_of("a", "b", "c", "d", "a", "b", "c", "d"), lookahead=8, engines=2)
+    assert [router.next_for(0)[0], router.next_for(0)[0]] == ["p0", "p4"]  # a task ahead of engine 1: its own
+    assert [router.next_for(1)[0], router.next_for(1)[0]] == ["p1", "p2"]  # b, then c (level, it may claim)
+    assert router.next_for(0)[0] == "p3"  # d: one task behind, engine 0 claims again
+    assert [router.next_for(1)[0], router.next_for(1)[0], router.next_for(0)[0]] == ["p5", "p6", "p7"]
+
+
+def test_an_engine_out_of_its_own_pairs_shares_one_task_before_another():
+    router = device_engines.Router(pairs_of("a", "b", "c", "b", "c", "b"), lookahead=6, engines=2)
+    assert [router.next_for(0)[0], router.next_for(1)[0], router.next_for(1)[0]] == ["p0", "p1", "p2"]
+    assert router.next_for(0)[0] == "p3"  # nothing of its own or nobody's: engine 1's b, the first waiting
+    assert router.next_for(0)[0] == "p5"  # b again, past c: one more clean reference, not two
+
+
+def engine_state(pending: int, asking: bool = False, asked_s_ago: float = 0.0, told_end: bool = False):
+    return SimpleNamespace(pending=[None] * pending, ended=False, told_end=told_end, asking=asking,
+                           asked_at=100.0 - asked_s_ago)  # fmt: skip
+
+
+def test_the_last_pairs_go_to_the_least_loaded_engine_that_wants_them():
+    busy, other = engine_state(20), engine_state(10, asking=True)
+    assert device_engines.balanced(busy, [busy, other], last_pairs=False, slack=16, now=100.0)  # a build's slack
+    assert not device_engines.balanced(busy, [busy, other], last_pairs=True, slack=16, now=100.0)  # none at the end
+    other.asking = False  # between two requests, or waiting for room for its next window: nobody waits for it
+    assert device_engines.balanced(busy, [busy, other], last_pairs=True, slack=16, now=100.0)
+    level = engine_state(10)
+    assert device_engines.balanced(level, [level, engine_state(10, asking=True)], last_pairs=True, slack=16, now=100.0)
+
+
+def test_an_engine_silent_too_long_or_told_the_end_holds_nobody_back():
+    engine = engine_state(40)
+    silent = engine_state(0, asked_s_ago=config.ENGINE_BALANCE_WAIT_S + 1)
+    assert device_engines.balanced(engine, [engine, silent], last_pairs=False, slack=16, now=100.0)
+    assert device_engines.balanced(engine, [engine, engine_state(0, told_end=True)], False, 16, now=100.0)
+    assert not device_engines.balanced(engine, [engine, engine_state(0, asked_s_ago=1.0)], False, 16, now=100.0)
 
 
 def test_an_engine_keeps_its_tasks_and_takes_new_ones_before_others():
