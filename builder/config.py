@@ -273,6 +273,7 @@ ENGINE_PROCESS_PER_GPU = True  # a stream over several GPUs runs an engine proce
 ENGINE_STOP_GRACE_S = 30.0  # a stopped engine closes its stream (its children and builds) within this
 ENGINE_PARENT_POLL_S = 1.0  # how often an engine looks whether its builder is still there
 ENGINE_BALANCE_WAIT_S = 30.0  # an engine that has not asked for pairs this long holds the others back no longer
+ENGINE_READING_S = 1.0  # for the stream's last pairs, only an engine that asked this recently holds others back
 # Cores kept per GPU for its timing windows on CUDA builds (builder/verify/device_gate.py): no other sandboxed
 # process runs there. Kept only when at least half the cores remain for compiles and the rest.
 TIMING_CORES_PER_GPU = 2

@@ -63,17 +63,22 @@ def test_an_engine_out_of_its_own_pairs_shares_one_task_before_another():
     assert router.next_for(0)[0] == "p5"  # b again, past c: one more clean reference, not two
 
 
-def engine_state(pending: int, asking: bool = False, asked_s_ago: float = 0.0, told_end: bool = False):
+def engine_state(pending: int, asking: bool = False, asked_s_ago: float = 0.0, told_end: bool = False,
+                 has_asked: bool = True):  # fmt: skip
     return SimpleNamespace(pending=[None] * pending, ended=False, told_end=told_end, asking=asking,
-                           asked_at=100.0 - asked_s_ago)  # fmt: skip
+                           asked_at=100.0 - asked_s_ago, has_asked=has_asked)  # fmt: skip
 
 
 def test_the_last_pairs_go_to_the_least_loaded_engine_that_wants_them():
     busy, other = engine_state(20), engine_state(10, asking=True)
     assert device_engines.balanced(busy, [busy, other], last_pairs=False, slack=16, now=100.0)  # a build's slack
     assert not device_engines.balanced(busy, [busy, other], last_pairs=True, slack=16, now=100.0)  # none at the end
-    other.asking = False  # between two requests, or waiting for room for its next window: nobody waits for it
+    other.asking = False  # between two of its requests: still reading its window, so still held back for
+    assert not device_engines.balanced(busy, [busy, other], last_pairs=True, slack=16, now=100.0)
+    other.asked_at -= config.ENGINE_READING_S + 0.1  # its window read, it waits for room: nobody waits for it
     assert device_engines.balanced(busy, [busy, other], last_pairs=True, slack=16, now=100.0)
+    starting = engine_state(0, asked_s_ago=config.ENGINE_READING_S + 1, has_asked=False)  # spawned, not yet asking
+    assert not device_engines.balanced(busy, [busy, starting], last_pairs=True, slack=16, now=100.0)  # no runaway
     level = engine_state(10)
     assert device_engines.balanced(level, [level, engine_state(10, asking=True)], last_pairs=True, slack=16, now=100.0)
 
