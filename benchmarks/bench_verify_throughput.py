@@ -188,7 +188,9 @@ def engine_lines(totals: dict, started: float) -> list[str]:
     ready = [at - started for at in totals.get("reference_ready_at") or []]
     references = max(1, int(totals.get("references") or 0))
     children = totals.get("baseline_children_s") or []
-    return [f"started at {totals.get('started_at', started) - started:.1f} s; {totals.get('records')} records",
+    last = totals.get("last_record_at")
+    return [f"started at {totals.get('started_at', started) - started:.1f} s; {totals.get('records')} records"
+            + (f", the last at {last - started:.1f} s" if isinstance(last, (int, float)) else ""),
             milestone_line(totals.get("milestones") or {}, started),
             f"clean references: {totals.get('references')}, {totals.get('reference_s', 0.0) / references:.2f} s each;"
             f" ready at {', '.join(f'{at:.1f}' for at in sorted(ready)[:4])}{' ...' if len(ready) > 4 else ''} s",
@@ -198,6 +200,13 @@ def engine_lines(totals: dict, started: float) -> list[str]:
             f"{gate.get('shared_s', 0.0) / n:.2f}, owners waiting {gate.get('owner_wait_s', 0.0) / n:.2f}, unowned "
             f"while an owner waited {gate.get('drain_s', 0.0) / n:.2f}, held by nobody {gate.get('unheld_s', 0.0) / n:.2f};"
             f" checks yielded per kernel {gate.get('yields', 0) / n:.2f}"]  # fmt: skip
+
+
+def alone_at_the_end(engines: list[dict]) -> float:
+    """Seconds from the first engine's last record to the last one's: how long the last engine worked alone at the
+    end of a run (nan below two engines with a last record)."""
+    ends = [t["last_record_at"] for t in engines if isinstance(t.get("last_record_at"), (int, float))]
+    return max(ends) - min(ends) if len(ends) > 1 else float("nan")
 
 
 def middle_rate(times: list[float], low: float = 0.25, high: float = 0.75) -> float:
@@ -388,7 +397,11 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
         for name, totals in sorted(phase_log.engines.items()):
             for line in engine_lines(totals, started):
                 print(f"  {label}: {name}: {line}")
-        return {**rates, f"{label}: GPU-busy s/kernel (all GPUs)": busy / n}
+        return {
+            **rates,
+            f"{label}: GPU-busy s/kernel (all GPUs)": busy / n,
+            f"{label}: one engine alone at the end s": alone_at_the_end(list(phase_log.engines.values())),
+        }
     return {**rates, f"{label}: compile core-s/kernel": sum(verifier.builds.values()) / n,
             f"{label}: GPU-busy s/kernel": busy / n, f"{label}: GPU-idle s/kernel": (wall - busy) / n,
             f"{label}: evaluation child wall s/kernel (mean)": statistics.mean(eval_s) if eval_s else float("nan"),

@@ -55,15 +55,17 @@ def _import_torch() -> None:
     milestones.mark("torch_imported")
 
 
-def engine_totals(verifier: Verifier, started_at: float, records: int) -> dict[str, Any]:
+def engine_totals(verifier: Verifier, started_at: float, records: int,
+                  last_record_at: float | None = None) -> dict[str, Any]:  # fmt: skip
     """What an engine's stream did beside its records, for the throughput bench: its device's time (`GateStats`),
-    its clean references and baseline children, and when it started and each reference was ready (time.monotonic(),
-    one clock for every process of the machine)."""
+    its clean references and baseline children, and when it started, each reference was ready and its last record
+    went out (time.monotonic(), one clock for every process of the machine)."""
     from builder.verify import milestones
     from builder.verify.device_gate import device_gate
 
     gate = device_gate(verifier.options.backend, 0).snapshot()
-    return {"records": records, "started_at": started_at, "milestones": milestones.marks(), "gate": asdict(gate),
+    return {"records": records, "started_at": started_at, "last_record_at": last_record_at,
+            "milestones": milestones.marks(), "gate": asdict(gate),
             "references": verifier.references.computed, "reference_s": verifier.references.compute_s,
             "reference_ready_at": list(verifier.references.ready_at),
             "baseline_children_s": list(verifier.baselines.children_s)}  # fmt: skip
@@ -111,13 +113,13 @@ def _engine_main(connection: Connection) -> int:
 
     verifier = Verifier(options)
     milestones.mark("verifier_ready")
-    records, made = verifier.stream(pairs()), 0
+    records, made, last_record_at = verifier.stream(pairs()), 0, None
     try:
         for record in records:
             sequence = sequences[_key(record.task_id, record.kernel_id, record.kernel_name)].popleft()
             send(("record", sequence, record))
-            made += 1
-        _log_totals(verifier, started_at, made)
+            made, last_record_at = made + 1, time.monotonic()
+        _log_totals(verifier, started_at, made, last_record_at)
         send(("done",))
         return 0
     except Exception as exc:  # noqa: BLE001 - said to the parent, which raises it in the build
@@ -128,12 +130,12 @@ def _engine_main(connection: Connection) -> int:
         records.close()  # stops its builds and children (SIGTERM lands here through SystemExit)
 
 
-def _log_totals(verifier: Verifier, started_at: float, made: int) -> None:
+def _log_totals(verifier: Verifier, started_at: float, made: int, last_record_at: float | None) -> None:
     log = logging.getLogger("builder.verify.engine")  # the engine's logger: where the bench listens
     if not log.isEnabledFor(logging.DEBUG):
         return
     try:
-        log.debug("engine totals: %s", json.dumps(engine_totals(verifier, started_at, made)))
+        log.debug("engine totals: %s", json.dumps(engine_totals(verifier, started_at, made, last_record_at)))
     except Exception as exc:  # noqa: BLE001 - figures for a bench: never the stream's failure
         log.debug("engine totals unavailable: %s", exc)
 

@@ -193,6 +193,7 @@ def test_two_engines_give_every_pair_the_verdict_one_process_gives(tmp_path, cap
                 <= marks["first_window_received"] <= marks["first_build_taken"] <= marks["first_evaluation_returned"]
                 <= marks["first_record"] < time.monotonic())  # fmt: skip
         assert marks["first_reference_ready"] <= marks["first_evaluation_returned"] and "torch_imported" in marks
+        assert marks["first_record"] <= engine["last_record_at"] < time.monotonic()
     # the correct kernels' baselines: measured by whichever engine evaluated one
     assert any("first_baseline_child_ended" in engine["milestones"] for engine in totals.values())
     assert not engine_processes()

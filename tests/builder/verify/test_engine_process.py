@@ -50,5 +50,5 @@ def test_an_engine_whose_totals_cannot_be_read_says_so_and_goes_on(caplog, monke
 
     monkeypatch.setattr(engine_process, "engine_totals", broken)
     with caplog.at_level(logging.DEBUG, logger="builder.verify.engine"):
-        engine_process._log_totals(None, 0.0, 3)  # a bench's figures: never an engine's failure
+        engine_process._log_totals(None, 0.0, 3, None)  # a bench's figures: never an engine's failure
     assert [r.getMessage() for r in caplog.records] == ["engine totals unavailable: 'by_purpose'"]
