@@ -1,0 +1,39 @@
+"""The driver-contention probe's parent side (its workers need a GPU: docs/gpu-runs.md)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location(
+    "probe_driver_contention", ROOT / "benchmarks" / "probe_driver_contention.py"
+)
+probe = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(probe)
+
+
+def test_the_summary_is_each_steps_median_per_gpu_count():
+    rows = [{"gpus": 1, "step": "alloc", "wall_s": w, "cpu_s": 0.01} for w in (0.010, 0.030, 0.020)]
+    rows += [{"gpus": 2, "step": "alloc", "wall_s": 0.05, "cpu_s": 0.01}, {"gpus": 2, "step": "compute", "wall_s": 0.2,
+             "cpu_s": 0.2}]  # fmt: skip
+    summary = probe.summary(rows)
+    assert summary["1 GPU alloc"] == {"wall_s": 0.020, "cpu_s": 0.01, "n": 3}
+    assert summary["2 GPUs alloc"]["wall_s"] == 0.05 and "2 GPUs profiler" not in summary
+    assert list(summary) == ["1 GPU alloc", "2 GPUs alloc", "2 GPUs compute"]
+
+
+@pytest.mark.parametrize("argv", [["--gpus", "one"], ["--gpus", "0"], ["--workers", "0"]])
+def test_bad_arguments_are_a_usage_error(argv, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        probe.main(argv)
+    assert exit_.value.code == 2 and "error:" in capsys.readouterr().err
+
+
+def test_without_a_gpu_the_workers_say_so_and_the_probe_fails(capsys):
+    if pytest.importorskip("torch").cuda.is_available():
+        pytest.skip("a GPU is visible: the probe would run")
+    assert probe.main(["--gpus", "1", "--workers", "1", "--rounds", "1"]) == 1
+    assert "no timings" in capsys.readouterr().err
