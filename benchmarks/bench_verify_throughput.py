@@ -12,6 +12,7 @@ variant comment (a new source is a new kernel: no compile-cache hits). Prints fi
                                                  [--eval-workers 1,4] [--skip startup,compile] [--profile]
                                                  [--warm-gpus 1,2] [--engines N]
                                                  [--judge-poll-max S] [--child-start fork|exec]
+                                                 [--fork-references]
 
 While it runs, a stall report (`gate_watch.py`) prints the gate's state and the builder's processes once an
 owner has held the device, or owners have waited for checks, for 30 s. Under a time limit (`timeout`'s SIGTERM)
@@ -444,6 +445,9 @@ def main() -> None:
     parser.add_argument("--child-start", choices=("fork", "exec"), default=None,
                         help="pre-started evaluation children forked from a zygote, or exec'd (default: the config's, "
                              f"{'fork' if config.FORK_EVALUATION_CHILDREN else 'exec'})")  # fmt: skip
+    parser.add_argument("--fork-references", action="store_true",
+                        help="clean reference children forked from the evaluation children's zygote once it is up "
+                             f"(default: the config's, {'forked' if config.FORK_REFERENCE_CHILDREN else 'exec-d'})")  # fmt: skip
     args = parser.parse_args()
     if args.child_start is not None:  # the pools are made in this process: they read the setting when made
         config.FORK_EVALUATION_CHILDREN = args.child_start == "fork"
@@ -466,7 +470,8 @@ def main() -> None:
     env = environment.environment_fields(backend)
     print(f"machine: {platform.node()} {os.cpu_count()} cores, {env['gpu_name']}, torch {env['torch_version']}, "
           f"cuda {env['cuda_version']}, nvcc {env['nvcc_version']}, isolation {resolve_isolation()}, evaluation "
-          f"children {'forked' if config.FORK_EVALUATION_CHILDREN else 'exec-d'}")  # fmt: skip
+          f"children {'forked' if config.FORK_EVALUATION_CHILDREN else 'exec-d'}, clean references "
+          f"{'forked' if args.fork_references or config.FORK_REFERENCE_CHILDREN else 'exec-d'}")  # fmt: skip
     print(f"cores: {smt_line()}")
     started = time.perf_counter()
     bytecode = bytecode_cache.for_child(resolve_isolation(), [])  # warmed once per environment, not per run
@@ -480,7 +485,7 @@ def main() -> None:
         work = Path(tempfile.mkdtemp(prefix="ka-bench-"))
         options = VerifyOptions(backend=backend, build_cache_dir=work / "builds", baseline_cache_dir=work / "baselines",
                                 trials=config.DEFAULT_TRIALS, eval_workers=workers, profile=args.profile,
-                                engines=args.engines)  # fmt: skip
+                                engines=args.engines, fork_references=True if args.fork_references else None)  # fmt: skip
         pairs = corpus(backend, count, args.tasks)
         label = f"eval workers/device {workers or 'default'}{', profiles on' if args.profile else ''}"
         print(f"{label}: {count} kernels over {len({t.id for _, t in pairs})} tasks, compile workers "

@@ -263,6 +263,9 @@ COMPILE_FIRST_BATCH_SIZE = 4
 COMPILE_WINDOWS_IN_FLIGHT = 2
 EVAL_POOL_SIZE = 1  # pre-started evaluation processes per GPU worker, beyond the one running
 FORK_EVALUATION_CHILDREN = True  # forked from a zygote, each into a bwrap sandbox of its own (verify/zygote.py)
+# Clean reference children forked from the same zygote (once it is up) rather than exec'd: off until measured
+# on the GPU box (`bench_verify_throughput.py --fork-references`).
+FORK_REFERENCE_CHILDREN = False
 ZYGOTE_START_TIMEOUT_S = 300.0  # the zygote's imports (torch, torch._dynamo) on a busy box
 FORK_TIMEOUT_S = 60.0  # a sandbox's holder is up, and a child forked into it, within this
 # Evaluation workers per device, side by side while each timing window owns the device (device_gate.py; the

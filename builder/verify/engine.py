@@ -65,6 +65,7 @@ class VerifyOptions:
     eval_workers: int | None = None  # evaluation workers per device in stream(); None: config's for the backend
     engines: int | None = None  # engine processes in stream(): None, one per GPU when several (1: this one only)
     child_module: str = CHILD_MODULE  # the untrusted-side entry point (tests point it at a fake)
+    fork_references: bool | None = None  # clean reference children forked from the zygote; None: config's
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -213,8 +214,7 @@ def finish_record(evaluated: Evaluated, baselines: BaselineCache | None = None) 
 def verify(candidate: Candidate, task: Task, options: VerifyOptions) -> KernelRecord:
     """Compile and evaluate one candidate (what `kernel-archive verify` runs)."""
     options = options.with_seeds()
-    compiled = compile_candidate(candidate, task, options)
-    return evaluate_compiled(compiled, candidate, task, options)
+    return evaluate_compiled(compile_candidate(candidate, task, options), candidate, task, options)
 
 
 _DONE = object()

@@ -167,8 +167,9 @@ def compute_clean_reference(task: Task, options: VerifyOptions, directory: Path,
         job = build_job(task, None, None, options, "reference", scratch)
         job["outputs_dir"] = str(directory)
         # Its GPU work shares the device with checks, never with a timing window.
+        fork = config.FORK_REFERENCE_CHILDREN if options.fork_references is None else options.fork_references
         result, outcome = run_in_turn(job, scratch, options, config.REFERENCE_TIMEOUT_S, "reference", exclusive=False,
-                                      writable=[directory], cancel=cancel)  # fmt: skip
+                                      writable=[directory], cancel=cancel, fork=fork)  # fmt: skip
         if result is None or not isinstance(result.get("manifest"), dict):
             if outcome.timed_out:
                 how = f"timed out after {config.REFERENCE_TIMEOUT_S:g} s"

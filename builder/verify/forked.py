@@ -7,7 +7,7 @@ the same arguments as an exec'd child's, around a placeholder (`SANDBOX_HOLDER`)
 whose child the zygote forks into it. The parent treats it as any pre-started child: its job goes in on stdin, the
 gate stops and pins it through the sandbox's PID namespace, its timeout counts the same, and killing the sandbox
 kills it. Where the zygote cannot start or a child cannot join, `ForkFailed` says why and the pool execs children
-instead.
+instead. A clean reference's child may be forked from the same zygote, once it is up (`pool.fork_fresh`).
 """
 
 from __future__ import annotations
@@ -142,6 +142,22 @@ def acquire_zygote(child_module: str, env_extra: dict[str, str] | None = None) -
         return _zygotes[key]
 
 
+def running_zygote(child_module: str, env_extra: dict[str, str] | None = None) -> Zygote | None:
+    """The zygote for this child module and environment if one is up now (one user more: give it back with
+    `release_zygote`), else None at once: one still starting, or none, is not waited for."""
+    key = _key(child_module, env_extra)
+    if not _zygotes_lock.acquire(blocking=False):  # held while a zygote starts (seconds of imports)
+        return None
+    try:
+        zygote = _zygotes.get(key)
+        if zygote is None or not zygote.alive():
+            return None
+        _users[key] = _users.get(key, 0) + 1
+        return zygote
+    finally:
+        _zygotes_lock.release()
+
+
 def release_zygote(child_module: str, env_extra: dict[str, str] | None = None) -> None:
     """One user less; the last one's release ends the zygote (a stream's pools end with the stream)."""
     key = _key(child_module, env_extra)
@@ -178,8 +194,9 @@ class ForkedProcess(SandboxedProcess):
     """A pre-started evaluation child forked from `zygote` into a bwrap sandbox of its own."""
 
     def __init__(self, zygote: Zygote, scratch_dir: str | Path, gpu: bool = True,
-                 env_extra: dict[str, str] | None = None, ro_binds: Sequence[str | Path] = ()) -> None:  # fmt: skip
-        command, env = self._prepare(SANDBOX_HOLDER, scratch_dir, (), gpu, env_extra, "bwrap", ro_binds)
+                 env_extra: dict[str, str] | None = None, ro_binds: Sequence[str | Path] = (),
+                 extra_binds: Sequence[str | Path] = ()) -> None:  # fmt: skip
+        command, env = self._prepare(SANDBOX_HOLDER, scratch_dir, extra_binds, gpu, env_extra, "bwrap", ro_binds)
         if self.isolation != "bwrap":
             raise ForkFailed("bubblewrap is not usable here")
         self.child_pid: int | None = None

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from builder import config
 from builder.verify import environment
 from builder.verify.device_gate import DeviceTurn, device_gate
-from builder.verify.forked import ForkedProcess, ForkFailed, acquire_zygote, give_up, release_zygote
+from builder.verify.forked import ForkedProcess, ForkFailed, acquire_zygote, give_up, release_zygote, running_zygote
 from builder.verify.sandbox import ChildOutcome, SandboxedProcess, resolve_isolation, run_sandboxed
 
 if TYPE_CHECKING:
@@ -228,12 +228,29 @@ def run_child(job: dict[str, Any], scratch: Path, options: VerifyOptions, timeou
               pooled: PooledChild | None = None, argv_prefix: list[str] | None = None,
               env_extra: dict[str, str] | None = None, writable: list[Path] | None = None,
               cancel: threading.Event | None = None,
-              on_start: Callable[[SandboxedProcess], None] | None = None,
+              on_start: Callable[[SandboxedProcess], None] | None = None, fork: bool = False,
               ) -> tuple[dict[str, Any] | None, ChildOutcome]:  # fmt: skip
-    """Write the job into the scratch dir, run the child (pooled or fresh), read its result (SandboxCancelled
-    once `cancel` is set). `on_start` gets the child's process before it reads the job."""
+    """Write the job into the scratch dir, run the child (pooled, forked or exec'd), read its result
+    (SandboxCancelled once `cancel` is set). `on_start` gets the child's process before it reads the job. `fork`:
+    a fresh child forked from the evaluation children's zygote where one is up now (`fork_fresh`)."""
     job_path = scratch / "job.json"
     job_path.write_text(json.dumps(job))
+    forked = None
+    if fork and pooled is None and not env_extra and not argv_prefix:
+        forked = fork_fresh(job, scratch, options, writable or ())
+        pooled = PooledChild(scratch, forked) if forked is not None else None
+    try:
+        return _run_child(job, job_path, scratch, options, timeout_s, pooled, argv_prefix, env_extra, writable,
+                          cancel, on_start)  # fmt: skip
+    finally:
+        if forked is not None:  # the zygote's user until its child has ended
+            release_zygote(options.child_module, child_env(options))
+
+
+def _run_child(job: dict[str, Any], job_path: Path, scratch: Path, options: VerifyOptions, timeout_s: float,
+               pooled: PooledChild | None, argv_prefix: list[str] | None, env_extra: dict[str, str] | None,
+               writable: list[Path] | None, cancel: threading.Event | None,
+               on_start: Callable[[SandboxedProcess], None] | None) -> tuple[dict[str, Any] | None, ChildOutcome]:  # fmt: skip
     if pooled is not None and not pooled.process.alive():
         # A pre-started child that died before its job (start-up failure) says nothing about this
         # candidate: run the job in a fresh child instead.
@@ -259,6 +276,26 @@ def run_child(job: dict[str, Any], scratch: Path, options: VerifyOptions, timeou
             on_start=on_start,
         )
     return read_result(Path(job["result_path"])), outcome
+
+
+def fork_fresh(job: dict[str, Any], scratch: Path, options: VerifyOptions,
+               writable: Sequence[Path]) -> SandboxedProcess | None:  # fmt: skip
+    """A child forked into a sandbox of its own (the binds an exec'd one would get) from the zygote that the
+    evaluation children of these options fork from, if one is up now; else None (exec one). The caller gives the
+    zygote back (`release_zygote`) once the child has ended. A zygote never runs candidate code and each child sees
+    only its own sandbox: a clean reference forked from it is as clean as an exec'd one, without importing torch
+    again (seconds of a core each, at a build's start, beside the zygote's own imports)."""
+    if not config.FORK_EVALUATION_CHILDREN or resolve_isolation(options.isolation) != "bwrap":
+        return None
+    env = child_env(options)
+    zygote = running_zygote(options.child_module, env)
+    if zygote is None:
+        return None
+    try:
+        return ForkedProcess(zygote, scratch, options.backend == "cuda", env, job_inputs(job), writable)
+    except ForkFailed as exc:
+        give_up(zygote, str(exc))  # as a pool does: later children are exec'd
+        return None
 
 
 def run_in_turn(job: dict[str, Any], scratch: Path, options: VerifyOptions, timeout_s: float, purpose: str,

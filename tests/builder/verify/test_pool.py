@@ -1,0 +1,67 @@
+"""Fresh children forked from the evaluation children's zygote (pool.fork_fresh): the clean reference's child
+where the zygote is up, an exec'd one where it is not (the pool itself: tests/builder/verify/test_engine.py)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from builder import config
+from builder.tasks import load_suite
+from builder.verify import forked, pool
+from builder.verify.engine import VerifyOptions
+from builder.verify.evaluation import compute_clean_reference
+from builder.verify.pool import CHILD_MODULE, EvalPool, child_env
+from tests.builder.verify.test_forked import needs_bwrap
+
+
+def test_no_zygote_is_waited_for_nor_started():
+    assert forked.running_zygote("tests.fixtures.sandbox.none_started") is None
+    held = threading.Event()
+    done = threading.Event()
+
+    def hold_the_lock() -> None:  # as a zygote's start holds it, for seconds of imports
+        with forked._zygotes_lock:
+            held.set()
+            done.wait(10)
+
+    threading.Thread(target=hold_the_lock, daemon=True).start()
+    assert held.wait(5)
+    try:
+        assert forked.running_zygote(CHILD_MODULE) is None  # at once: exec'd instead
+    finally:
+        done.set()
+
+
+@needs_bwrap
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_clean_reference_forked_from_the_running_zygote_is_the_exec_d_ones(tmp_path, monkeypatch):
+    made: list[forked.ForkedProcess] = []
+
+    class CountedFork(forked.ForkedProcess):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(pool, "ForkedProcess", CountedFork)
+    task = load_suite().get("1/1")
+    options = VerifyOptions(backend="cpu", seeds=[11, 12], trials=2, timeout_s=120, fork_references=True)
+    exec_d = compute_clean_reference(task, options, tmp_path / "exec")
+    assert exec_d.error is None, exec_d.error
+    assert made == []  # no zygote up: the child was exec'd, not kept waiting for one
+    assert forked._key(CHILD_MODULE, child_env(options)) not in forked._zygotes  # nor one started for it
+    key = forked._key(CHILD_MODULE, child_env(options))
+    with EvalPool(1, gpu=False, env_extra=child_env(options), child_module=CHILD_MODULE):  # its zygote starts
+        assert forked._users[key] == 1
+        forked_reference = compute_clean_reference(task, options, tmp_path / "forked")
+        assert forked._users[key] == 1  # the reference's child gave the zygote back once it had ended
+    assert forked_reference.error is None, forked_reference.error
+    references = [child for child in made if child.scratch.name.startswith(config.SCRATCH_PREFIXES["reference"])]
+    assert len(references) == 1 and references[0].proc.poll() is not None  # forked; its sandbox went with it
+    assert forked_reference.manifest == exec_d.manifest
+    names = sorted(path.name for path in (tmp_path / "exec").iterdir())
+    assert names and names == sorted(path.name for path in (tmp_path / "forked").iterdir())
+    for name in names:  # the same outputs, bit for bit
+        assert (tmp_path / "exec" / name).read_bytes() == (tmp_path / "forked" / name).read_bytes(), name
