@@ -263,22 +263,18 @@ COMPILE_FIRST_BATCH_SIZE = 4
 COMPILE_WINDOWS_IN_FLIGHT = 2
 EVAL_POOL_SIZE = 1  # pre-started evaluation processes per GPU worker, beyond the one running
 FORK_EVALUATION_CHILDREN = True  # forked from a zygote, each into a bwrap sandbox of its own (verify/zygote.py)
-# Clean reference children forked from the same zygote (once it is up) rather than exec'd: off until measured
-# on the GPU box (`bench_verify_throughput.py --fork-references`).
-FORK_REFERENCE_CHILDREN = False
+FORK_REFERENCE_CHILDREN = False  # clean references forked from it once it is up: off until measured on the GPU
 ZYGOTE_START_TIMEOUT_S = 300.0  # the zygote's imports (torch, torch._dynamo) on a busy box
 FORK_TIMEOUT_S = 60.0  # a sandbox's holder is up, and a child forked into it, within this
-# Evaluation workers per device, side by side while each timing window owns the device (device_gate.py; the
-# counts measured are in docs/architecture.md). One on the CPU backend, whose checks share the compiles' cores.
+# Evaluation workers per device, side by side while each timing window owns it (device_gate.py, docs/architecture.md).
 EVAL_WORKERS_PER_GPU = 8
-EVAL_WORKERS_CPU = 1
+EVAL_WORKERS_CPU = 1  # one on the CPU backend, whose checks share the compiles' cores
 ENGINE_PROCESS_PER_GPU = True  # a stream over several GPUs runs an engine process each (verify/device_engines.py)
 ENGINE_STOP_GRACE_S = 30.0  # a stopped engine closes its stream (its children and builds) within this
 ENGINE_PARENT_POLL_S = 1.0  # how often an engine looks whether its builder is still there
 ENGINE_BALANCE_WAIT_S = 30.0  # an engine that has not asked for pairs this long holds the others back no longer
 ENGINE_READING_S = 1.0  # for the stream's last pairs, only an engine that asked this recently holds others back
-# Cores kept per GPU for its timing windows on CUDA builds (builder/verify/device_gate.py): no other sandboxed
-# process runs there. Kept only when at least half the cores remain for compiles and the rest.
+# Cores per GPU for its timing windows alone on CUDA builds, if half the cores remain for the rest (device_gate.py).
 TIMING_CORES_PER_GPU = 2
 BASELINE_TIMEOUT_S = 900.0
 REFERENCE_WARM_WORKERS = 4  # clean references computed ahead of the tasks' first candidates (CUDA builds)
