@@ -191,7 +191,8 @@ def close_zygotes() -> None:
 
 
 class ForkedProcess(SandboxedProcess):
-    """A pre-started evaluation child forked from `zygote` into a bwrap sandbox of its own."""
+    """A child forked from `zygote` into a bwrap sandbox of its own: a pre-started evaluation child, or a clean
+    reference's (`extra_binds`: where it writes its outputs, as an exec'd one's)."""
 
     def __init__(self, zygote: Zygote, scratch_dir: str | Path, gpu: bool = True,
                  env_extra: dict[str, str] | None = None, ro_binds: Sequence[str | Path] = (),
