@@ -449,8 +449,9 @@ def main() -> None:
                         help="clean reference children forked from the evaluation children's zygote once it is up "
                              f"(default: the config's, {'forked' if config.FORK_REFERENCE_CHILDREN else 'exec-d'})")  # fmt: skip
     args = parser.parse_args()
-    if args.child_start is not None:  # the pools are made in this process: they read the setting when made
-        config.FORK_EVALUATION_CHILDREN = args.child_start == "fork"
+    # Options, not the config: an engine process per GPU reads its own config.
+    fork_children = None if args.child_start is None else args.child_start == "fork"
+    forks = config.FORK_EVALUATION_CHILDREN if fork_children is None else fork_children
     if args.judge_poll_max is not None:  # the watchers live in this process: compare their back-off with none
         if args.judge_poll_max < config.JUDGE_POLL_S:
             parser.error(f"--judge-poll-max: at least {config.JUDGE_POLL_S} s, not {args.judge_poll_max}")
@@ -470,7 +471,7 @@ def main() -> None:
     env = environment.environment_fields(backend)
     print(f"machine: {platform.node()} {os.cpu_count()} cores, {env['gpu_name']}, torch {env['torch_version']}, "
           f"cuda {env['cuda_version']}, nvcc {env['nvcc_version']}, isolation {resolve_isolation()}, evaluation "
-          f"children {'forked' if config.FORK_EVALUATION_CHILDREN else 'exec-d'}, clean references "
+          f"children {'forked' if forks else 'exec-d'}, clean references "
           f"{'forked' if args.fork_references or config.FORK_REFERENCE_CHILDREN else 'exec-d'}")  # fmt: skip
     print(f"cores: {smt_line()}")
     started = time.perf_counter()
@@ -485,7 +486,8 @@ def main() -> None:
         work = Path(tempfile.mkdtemp(prefix="ka-bench-"))
         options = VerifyOptions(backend=backend, build_cache_dir=work / "builds", baseline_cache_dir=work / "baselines",
                                 trials=config.DEFAULT_TRIALS, eval_workers=workers, profile=args.profile,
-                                engines=args.engines, fork_references=True if args.fork_references else None)  # fmt: skip
+                                engines=args.engines, fork_children=fork_children,
+                                fork_references=True if args.fork_references else None)  # fmt: skip
         pairs = corpus(backend, count, args.tasks)
         label = f"eval workers/device {workers or 'default'}{', profiles on' if args.profile else ''}"
         print(f"{label}: {count} kernels over {len({t.id for _, t in pairs})} tasks, compile workers "

@@ -28,7 +28,7 @@ from typing import Any
 from builder import config
 from builder.candidates import Candidate
 from builder.tasks import Task
-from builder.verify import batching, device_engines, environment, milestones, verdict
+from builder.verify import batching, device_engines, environment, milestones, static_scan, verdict
 from builder.verify.baseline_cache import BaselineCache, eager_disagrees
 from builder.verify.build_queue import BuildQueue
 from builder.verify.compile import CompileResult, build_extension, default_cache_dir, recall_build, remember_members
@@ -65,6 +65,7 @@ class VerifyOptions:
     eval_workers: int | None = None  # evaluation workers per device in stream(); None: config's for the backend
     engines: int | None = None  # engine processes in stream(): None, one per GPU when several (1: this one only)
     child_module: str = CHILD_MODULE  # the untrusted-side entry point (tests point it at a fake)
+    fork_children: bool | None = None  # evaluation children forked from a zygote in stream(); None: config's
     fork_references: bool | None = None  # clean reference children forked from the zygote; None: config's
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -96,11 +97,6 @@ def compile_candidate(candidate: Candidate, task: Task, options: VerifyOptions) 
 
 
 def _static_flags(candidate: Candidate) -> set[str]:
-    try:
-        from builder.verify import static_scan
-    except ModuleNotFoundError as exc:  # the child-side module is written separately
-        log.warning("static scan unavailable (%s): no static flags", exc)
-        return set()
     return verdict.known_flags(static_scan.scan(candidate.source, candidate.language))
 
 
@@ -333,7 +329,7 @@ class Verifier:
                 cache_root = options.build_cache_dir or default_cache_dir()
                 cache_root.mkdir(parents=True, exist_ok=True)  # before the pool: its children bind it as it is now
                 pool = EvalPool(options.prestart, options.backend == "cuda", child_env(options), options.isolation,
-                                options.child_module, ro_binds=[cache_root, config.TASKS_DIR])  # fmt: skip
+                                options.child_module, [cache_root, config.TASKS_DIR], options.fork_children)  # fmt: skip
                 pools.append(pool)
                 with pool:
                     while (item := work.get()) is not _DONE:

@@ -285,7 +285,8 @@ def fork_fresh(job: dict[str, Any], scratch: Path, options: VerifyOptions,
     zygote back (`release_zygote`) once the child has ended. A zygote never runs candidate code and each child sees
     only its own sandbox: a clean reference forked from it is as clean as an exec'd one, without importing torch
     again (seconds of a core each, at a build's start, beside the zygote's own imports)."""
-    if not config.FORK_EVALUATION_CHILDREN or resolve_isolation(options.isolation) != "bwrap":
+    forks = config.FORK_EVALUATION_CHILDREN if options.fork_children is None else options.fork_children
+    if not forks or resolve_isolation(options.isolation) != "bwrap":
         return None
     env = child_env(options)
     zygote = running_zygote(options.child_module, env)

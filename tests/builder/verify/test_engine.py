@@ -272,6 +272,24 @@ def test_a_prestarted_child_that_died_is_replaced_by_a_fresh_one(task, options):
         dead.discard()
 
 
+def test_the_options_say_whether_a_streams_evaluation_children_are_forked(task, options, monkeypatch):
+    """Options, not only the config: a stream over several GPUs runs in engine processes with their own config."""
+    from builder.verify import engine
+
+    asked = []
+
+    class SpiedPool(EvalPool):
+        def __init__(self, *args, **kwargs) -> None:
+            asked.append(args[6] if len(args) > 6 else kwargs.get("fork"))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "EvalPool", SpiedPool)
+    for fork in (False, None):
+        records = list(Verifier(replace(options, fork_children=fork)).stream([(candidate(task), task)]))
+        assert [r.status for r in records] == ["correct"]
+    assert asked == [False, None]  # None: the config's
+
+
 def test_a_record_waiting_for_its_tasks_baseline_does_not_hold_up_the_worker(task, options, monkeypatch):
     """One evaluation worker: while the correct kernel's record waits for the task's baseline (being measured
     elsewhere), the worker evaluates the next candidate, whose record comes out first; every record comes out."""

@@ -65,3 +65,11 @@ def test_a_clean_reference_forked_from_the_running_zygote_is_the_exec_d_ones(tmp
     assert names and names == sorted(path.name for path in (tmp_path / "forked").iterdir())
     for name in names:  # the same outputs, bit for bit
         assert (tmp_path / "exec" / name).read_bytes() == (tmp_path / "forked" / name).read_bytes(), name
+
+
+@needs_bwrap
+def test_options_that_fork_no_children_fork_no_reference(tmp_path):
+    options = VerifyOptions(backend="cpu", seeds=[11], trials=1, fork_children=False, fork_references=True)
+    job = {"result_path": str(tmp_path / "result.json")}
+    with EvalPool(1, gpu=False, env_extra=child_env(options), child_module=CHILD_MODULE):  # a zygote is up
+        assert pool.fork_fresh(job, tmp_path, options, ()) is None
