@@ -171,7 +171,9 @@ def test_two_engines_give_every_pair_the_verdict_one_process_gives(tmp_path, cap
     alone = {r.kernel_name: r.status for r in Verifier(options).stream(pairs)}
     caplog.set_level(logging.INFO, logger=device_engines.__name__)
     caplog.set_level(logging.DEBUG, logger="builder.verify.engine")  # the engines log each evaluation's phases
-    engines = {r.kernel_name: r.status for r in Verifier(replace(options, engines=2, batch_size=2)).stream(pairs)}
+    # Baselines of their own: the first run's cached ones would leave the engines none to measure.
+    options = replace(options, engines=2, batch_size=2, baseline_cache_dir=tmp_path / "engines' baselines")
+    engines = {r.kernel_name: r.status for r in Verifier(options).stream(pairs)}
     assert engines == alone and len(alone) == len(pairs)
     assert Counter(alone.values()) == {"correct": 2, "incorrect": 4}
     ends = [r.getMessage() for r in caplog.records if r.name == device_engines.__name__]
