@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,48 @@ def test_the_summary_is_each_steps_median_per_gpu_count():
     assert list(summary) == ["1 GPU alloc", "2 GPUs alloc", "2 GPUs compute"]
 
 
-@pytest.mark.parametrize("argv", [["--gpus", "one"], ["--gpus", "0"], ["--workers", "0"]])
+def test_a_fresh_processs_parts_have_no_cpu_of_their_own_and_are_summarised_after_it():
+    rows = [{"gpus": 2, "step": "fresh_context", "wall_s": 2.0, "cpu_s": 0.5},
+            {"gpus": 2, "step": "fresh_context.init", "wall_s": 1.5, "cpu_s": None}]  # fmt: skip
+    summary = probe.summary(rows)
+    assert list(summary) == ["2 GPUs fresh_context", "2 GPUs fresh_context.init"]
+    assert summary["2 GPUs fresh_context.init"]["cpu_s"] is None
+    assert summary["2 GPUs fresh_context.init"]["wall_s"] == 1.5
+
+
+def test_a_fresh_processs_parts_split_its_wall_at_its_own_marks(monkeypatch):
+    # A stand-in for the CUDA process: the same marks, a known time between them, and the variable it was given.
+    source = """
+import json, os, time
+marks = {"started": time.time()}
+time.sleep(0.05)
+marks["init_done"] = time.time()
+time.sleep(0.02)
+marks["alloc_done"] = time.time()
+assert os.environ["PROBE_KNOB"] == "1"
+print(json.dumps(marks))
+"""
+    monkeypatch.setitem(probe.FRESH_SOURCES, "stand-in", source)
+    rows = probe.fresh_context_rows("stand-in", {**os.environ, "PROBE_KNOB": "1"})
+    assert [row["step"] for row in rows] == ["fresh_context"] + [f"fresh_context.{p}" for p in probe.FRESH_PARTS]
+    whole, parts = rows[0], {row["step"].split(".")[1]: row["wall_s"] for row in rows[1:]}
+    assert whole["cpu_s"] > 0 and all(row["cpu_s"] is None for row in rows[1:])
+    assert parts["init"] >= 0.05 and 0.02 <= parts["alloc"] < 0.05
+    assert sum(parts.values()) == pytest.approx(whole["wall_s"], abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--gpus", "one"],
+        ["--gpus", "0"],
+        ["--workers", "0"],
+        ["--steps", "alloc,nap"],
+        ["--steps", ","],
+        ["--fresh-env", "NOVALUE"],
+        ["--fresh-env", "=1"],
+    ],
+)
 def test_bad_arguments_are_a_usage_error(argv, capsys):
     with pytest.raises(SystemExit) as exit_:
         probe.main(argv)
