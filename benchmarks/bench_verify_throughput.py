@@ -12,7 +12,7 @@ variant comment (a new source is a new kernel: no compile-cache hits). Prints fi
                                                  [--eval-workers 1,4] [--skip startup,compile] [--profile]
                                                  [--warm-gpus 1,2] [--engines N]
                                                  [--judge-poll-max S] [--child-start fork|exec]
-                                                 [--fork-references]
+                                                 [--fork-references] [--refill-at-once]
 
 While it runs, a stall report (`gate_watch.py`) prints the gate's state and the builder's processes once an
 owner has held the device, or owners have waited for checks, for 30 s. Under a time limit (`timeout`'s SIGTERM)
@@ -448,7 +448,12 @@ def main() -> None:
     parser.add_argument("--fork-references", action="store_true",
                         help="clean reference children forked from the evaluation children's zygote once it is up "
                              f"(default: the config's, {'forked' if config.FORK_REFERENCE_CHILDREN else 'exec-d'})")  # fmt: skip
+    parser.add_argument("--refill-at-once", action="store_true",
+                        help="a taken evaluation child's replacement starts at once, not after the build's first "
+                             "clean reference (default: the config's, "
+                             f"{'after' if config.EVAL_REFILL_AFTER_FIRST_REFERENCE else 'at once'})")  # fmt: skip
     args = parser.parse_args()
+    refill_late = False if args.refill_at_once else config.EVAL_REFILL_AFTER_FIRST_REFERENCE
     # Options, not the config: an engine process per GPU reads its own config.
     fork_children = None if args.child_start is None else args.child_start == "fork"
     forks = config.FORK_EVALUATION_CHILDREN if fork_children is None else fork_children
@@ -472,7 +477,8 @@ def main() -> None:
     print(f"machine: {platform.node()} {os.cpu_count()} cores, {env['gpu_name']}, torch {env['torch_version']}, "
           f"cuda {env['cuda_version']}, nvcc {env['nvcc_version']}, isolation {resolve_isolation()}, evaluation "
           f"children {'forked' if forks else 'exec-d'}, clean references "
-          f"{'forked' if args.fork_references or config.FORK_REFERENCE_CHILDREN else 'exec-d'}")  # fmt: skip
+          f"{'forked' if args.fork_references or config.FORK_REFERENCE_CHILDREN else 'exec-d'}, spare children "
+          f"{'after the first reference' if refill_late else 'at once'}")  # fmt: skip
     print(f"cores: {smt_line()}")
     started = time.perf_counter()
     bytecode = bytecode_cache.for_child(resolve_isolation(), [])  # warmed once per environment, not per run
@@ -487,7 +493,8 @@ def main() -> None:
         options = VerifyOptions(backend=backend, build_cache_dir=work / "builds", baseline_cache_dir=work / "baselines",
                                 trials=config.DEFAULT_TRIALS, eval_workers=workers, profile=args.profile,
                                 engines=args.engines, fork_children=fork_children,
-                                fork_references=True if args.fork_references else None)  # fmt: skip
+                                fork_references=True if args.fork_references else None,
+                                refill_after_first_reference=refill_late)  # fmt: skip
         pairs = corpus(backend, count, args.tasks)
         label = f"eval workers/device {workers or 'default'}{', profiles on' if args.profile else ''}"
         print(f"{label}: {count} kernels over {len({t.id for _, t in pairs})} tasks, compile workers "

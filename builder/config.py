@@ -245,8 +245,7 @@ BWRAP_PROBE_TIMEOUT_S = 10.0  # `bwrap ... true` must finish within this to coun
 BUILDER_COMMIT_ENV = "KA_BUILDER_COMMIT"  # the code's commit where the tree has no .git (records' builder_version)
 SANDBOX_KILL_GRACE_S = 2.0  # wait for a killed process group to be reaped
 SANDBOX_CANCEL_POLL_S = 0.2  # how often a wait that can be cancelled (a stopping build) checks for it
-# Scratch folders of the sandboxed children, one prefix per kind of work (the throughput bench's CPU census
-# charges a process to the kind its folder names).
+# Scratch folders of sandboxed children, a prefix per kind of work (the throughput bench's CPU census uses it).
 SCRATCH_PREFIXES = {"compile": "ka-compile-", "evaluation": "ka-eval-", "baseline": "ka-baseline-",
                     "reference": "ka-reference-", "profiling": "ka-ncu-", "zygote": "ka-zygote-"}  # fmt: skip
 CPU_EXTENSION_CFLAGS = ("-O3",)
@@ -262,8 +261,9 @@ COMPILE_FIRST_BATCH_SIZE = 4
 # windows first: the next window's builds take the workers that the last one's stragglers leave idle.
 COMPILE_WINDOWS_IN_FLIGHT = 2
 EVAL_POOL_SIZE = 1  # pre-started evaluation processes per GPU worker, beyond the one running
+EVAL_REFILL_AFTER_FIRST_REFERENCE = True  # a taken child's replacement waits for a first reference (pool.py)
 FORK_EVALUATION_CHILDREN = True  # forked from a zygote, each into a bwrap sandbox of its own (verify/zygote.py)
-FORK_REFERENCE_CHILDREN = False  # clean references forked from it once it is up: off until measured on the GPU
+FORK_REFERENCE_CHILDREN = False  # clean references forked from it: no faster on the GPU (docs/gpu-runs.md)
 ZYGOTE_START_TIMEOUT_S = 300.0  # the zygote's imports (torch, torch._dynamo) on a busy box
 FORK_TIMEOUT_S = 60.0  # a sandbox's holder is up, and a child forked into it, within this
 # Evaluation workers per device, side by side while each timing window owns it (device_gate.py, docs/architecture.md).

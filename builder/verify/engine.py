@@ -67,6 +67,7 @@ class VerifyOptions:
     child_module: str = CHILD_MODULE  # the untrusted-side entry point (tests point it at a fake)
     fork_children: bool | None = None  # evaluation children forked from a zygote in stream(); None: config's
     fork_references: bool | None = None  # clean reference children forked from the zygote; None: config's
+    refill_after_first_reference: bool | None = None  # EvalPool(refill_after=...) in stream(); None: config's
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -328,8 +329,11 @@ class Verifier:
             try:
                 cache_root = options.build_cache_dir or default_cache_dir()
                 cache_root.mkdir(parents=True, exist_ok=True)  # before the pool: its children bind it as it is now
+                wait = options.refill_after_first_reference
+                wait = config.EVAL_REFILL_AFTER_FIRST_REFERENCE if wait is None else wait
                 pool = EvalPool(options.prestart, options.backend == "cuda", child_env(options), options.isolation,
-                                options.child_module, [cache_root, config.TASKS_DIR], options.fork_children)  # fmt: skip
+                                options.child_module, [cache_root, config.TASKS_DIR], options.fork_children,
+                                self.references.first_ended if wait else None)  # fmt: skip
                 pools.append(pool)
                 with pool:
                     while (item := work.get()) is not _DONE:

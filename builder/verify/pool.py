@@ -54,7 +54,11 @@ class PooledChild:
 
 
 class EvalPool:
-    """`size` children kept started for one evaluation worker."""
+    """`size` children kept started for one evaluation worker. With `refill_after`, a taken child's replacement
+    starts once that event is set (the build's first clean reference ended): every CUDA context's making and
+    ending on the box goes through the driver one at a time, whichever GPU it is for (docs/gpu-runs.md,
+    2026-11-26), so spares started beside the first references hold those references up. A worker takes its
+    next child only after its first evaluation, which waits for a reference anyway."""
 
     def __init__(
         self,
@@ -65,6 +69,7 @@ class EvalPool:
         child_module: str = CHILD_MODULE,
         ro_binds: Sequence[str | Path] = (),
         fork: bool | None = None,  # None: config.FORK_EVALUATION_CHILDREN
+        refill_after: threading.Event | None = None,
     ) -> None:
         self.size = max(1, size)
         self.gpu = gpu
@@ -77,6 +82,8 @@ class EvalPool:
         self._ready: deque[PooledChild] = deque()
         self._lock = threading.Lock()
         self._closed = False
+        self._refill_after = refill_after
+        self._refill_waiting = False  # a thread waits for `refill_after` to start the replacements
         self.started_count = 0
         fork = config.FORK_EVALUATION_CHILDREN if fork is None else fork
         usable = fork and resolve_isolation(isolation) == "bwrap"
@@ -146,8 +153,24 @@ class EvalPool:
                     candidate.discard()
             if child is None:
                 child = self._start_one()
-        self._fill()
+            deferred = self._refill_after is not None and not self._refill_after.is_set()
+            if deferred and self._refill_waiting:
+                return child
+            self._refill_waiting = deferred
+        if deferred:
+            threading.Thread(target=self._fill_once_set, daemon=True, name="ka-pool-refill").start()
+        else:
+            self._fill()
         return child
+
+    def _fill_once_set(self) -> None:
+        assert self._refill_after is not None
+        while not self._refill_after.wait(0.1):
+            if self._closed:
+                return
+        with self._lock:
+            self._refill_waiting = False
+        self._fill()  # nothing once the pool is closed
 
     def close(self) -> None:
         with self._lock:

@@ -290,6 +290,26 @@ def test_the_options_say_whether_a_streams_evaluation_children_are_forked(task, 
     assert asked == [False, None]  # None: the config's
 
 
+def test_the_options_say_whether_a_pools_replacements_wait_for_the_first_reference(task, options, monkeypatch):
+    from builder.verify import engine
+
+    given = []
+
+    class SpiedPool(EvalPool):
+        def __init__(self, *args, **kwargs) -> None:
+            given.append(args[7] if len(args) > 7 else kwargs.get("refill_after"))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "EvalPool", SpiedPool)
+    monkeypatch.setattr(config, "EVAL_REFILL_AFTER_FIRST_REFERENCE", True)
+    for wait in (False, None, True):
+        verifier = Verifier(replace(options, refill_after_first_reference=wait))
+        records = list(verifier.stream([(candidate(task), task)]))
+        assert [r.status for r in records] == ["correct"]
+        assert (given[-1] is verifier.references.first_ended) == (wait is not False)
+        assert verifier.references.first_ended.is_set()  # the one candidate's reference ended
+
+
 def test_a_record_waiting_for_its_tasks_baseline_does_not_hold_up_the_worker(task, options, monkeypatch):
     """One evaluation worker: while the correct kernel's record waits for the task's baseline (being measured
     elsewhere), the worker evaluates the next candidate, whose record comes out first; every record comes out."""

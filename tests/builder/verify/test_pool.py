@@ -4,6 +4,7 @@ where the zygote is up, an exec'd one where it is not (the pool itself: tests/bu
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -73,3 +74,54 @@ def test_options_that_fork_no_children_fork_no_reference(tmp_path):
     job = {"result_path": str(tmp_path / "result.json")}
     with EvalPool(1, gpu=False, env_extra=child_env(options), child_module=CHILD_MODULE):  # a zygote is up
         assert pool.fork_fresh(job, tmp_path, options, ()) is None
+
+
+FAKE_CHILD = "tests.fixtures.sandbox.fake_child"
+
+
+def _eventually(condition, timeout_s: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _refill_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "ka-pool-refill"]
+
+
+def test_a_taken_childs_replacement_waits_for_the_first_reference():
+    first_reference = threading.Event()
+    with EvalPool(1, gpu=False, child_module=FAKE_CHILD, fork=False, refill_after=first_reference) as evaluations:
+        taken = evaluations.take()
+        time.sleep(0.5)
+        assert evaluations.started_count == 1  # nothing started beside the first references
+        second = evaluations.take()  # none waiting: a worker that asks gets a fresh child at once
+        assert evaluations.started_count == 2 and len(_refill_threads()) == 1  # one waiting refill, not two
+        first_reference.set()
+        assert _eventually(lambda: evaluations.started_count == 3 and not _refill_threads())
+        third = evaluations.take()  # the replacement, started before it was asked for
+        assert third.process.alive() and evaluations.started_count == 4  # and its own replacement at once
+        for child in (taken, second, third):
+            child.discard()
+
+
+def test_a_pool_closed_before_the_first_reference_starts_no_replacement():
+    first_reference = threading.Event()
+    evaluations = EvalPool(1, gpu=False, child_module=FAKE_CHILD, fork=False, refill_after=first_reference)
+    taken = evaluations.take()
+    evaluations.close()
+    taken.discard()
+    assert _eventually(lambda: not _refill_threads(), 5)  # the waiting refill gave up with the pool
+    first_reference.set()
+    time.sleep(0.3)
+    assert evaluations.started_count == 1
+
+
+def test_without_an_event_the_replacement_starts_at_once():
+    with EvalPool(1, gpu=False, child_module=FAKE_CHILD, fork=False) as evaluations:
+        taken = evaluations.take()
+        assert evaluations.started_count == 2 and not _refill_threads()
+        taken.discard()
