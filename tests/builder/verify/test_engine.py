@@ -272,18 +272,24 @@ def test_a_prestarted_child_that_died_is_replaced_by_a_fresh_one(task, options):
         dead.discard()
 
 
-def test_the_options_say_whether_a_streams_evaluation_children_are_forked(task, options, monkeypatch):
-    """Options, not only the config: a stream over several GPUs runs in engine processes with their own config."""
+def _pool_arguments(monkeypatch, position: int, keyword: str) -> list:
+    """What each EvalPool the engine makes is given at `position` (or as `keyword`), in order."""
     from builder.verify import engine
 
-    asked = []
+    given = []
 
     class SpiedPool(EvalPool):
         def __init__(self, *args, **kwargs) -> None:
-            asked.append(args[6] if len(args) > 6 else kwargs.get("fork"))
+            given.append(args[position] if len(args) > position else kwargs.get(keyword))
             super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(engine, "EvalPool", SpiedPool)
+    return given
+
+
+def test_the_options_say_whether_a_streams_evaluation_children_are_forked(task, options, monkeypatch):
+    """Options, not only the config: a stream over several GPUs runs in engine processes with their own config."""
+    asked = _pool_arguments(monkeypatch, 6, "fork")
     for fork in (False, None):
         records = list(Verifier(replace(options, fork_children=fork)).stream([(candidate(task), task)]))
         assert [r.status for r in records] == ["correct"]
@@ -291,16 +297,7 @@ def test_the_options_say_whether_a_streams_evaluation_children_are_forked(task, 
 
 
 def test_the_options_say_whether_a_pools_replacements_wait_for_the_first_reference(task, options, monkeypatch):
-    from builder.verify import engine
-
-    given = []
-
-    class SpiedPool(EvalPool):
-        def __init__(self, *args, **kwargs) -> None:
-            given.append(args[7] if len(args) > 7 else kwargs.get("refill_after"))
-            super().__init__(*args, **kwargs)
-
-    monkeypatch.setattr(engine, "EvalPool", SpiedPool)
+    given = _pool_arguments(monkeypatch, 7, "refill_after")
     monkeypatch.setattr(config, "EVAL_REFILL_AFTER_FIRST_REFERENCE", True)
     for wait in (False, None, True):
         verifier = Verifier(replace(options, refill_after_first_reference=wait))
