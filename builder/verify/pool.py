@@ -16,6 +16,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -164,6 +165,9 @@ class EvalPool:
         return child
 
     def _fill_once_set(self) -> None:
+        """The replacements, once `refill_after` is set; then the thread waits for the pool to close. A forked
+        child's sandbox dies with the thread that started it (bwrap --die-with-parent: the parent-death signal
+        follows the starting thread), so this thread outlives every child it started."""
         assert self._refill_after is not None
         while not self._refill_after.wait(0.1):
             if self._closed:
@@ -171,6 +175,8 @@ class EvalPool:
         with self._lock:
             self._refill_waiting = False
         self._fill()  # nothing once the pool is closed
+        while not self._closed:
+            time.sleep(0.1)
 
     def close(self) -> None:
         with self._lock:

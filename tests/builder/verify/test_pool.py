@@ -92,36 +92,41 @@ def _refill_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "ka-pool-refill"]
 
 
-def test_a_taken_childs_replacement_waits_for_the_first_reference():
+@pytest.mark.parametrize("fork", [None, False], ids=["forked where bwrap is", "exec-d"])
+def test_a_taken_childs_replacement_waits_for_the_first_reference(fork):
     first_reference = threading.Event()
-    with EvalPool(1, gpu=False, child_module=FAKE_CHILD, fork=False, refill_after=first_reference) as evaluations:
+    with EvalPool(1, gpu=False, child_module=FAKE_CHILD, fork=fork, refill_after=first_reference) as evaluations:
         taken = evaluations.take()
         time.sleep(0.5)
         assert evaluations.started_count == 1  # nothing started beside the first references
         second = evaluations.take()  # none waiting: a worker that asks gets a fresh child at once
         assert evaluations.started_count == 2 and len(_refill_threads()) == 1  # one waiting refill, not two
         first_reference.set()
-        assert _eventually(lambda: evaluations.started_count == 3 and not _refill_threads())
+        assert _eventually(lambda: evaluations.started_count == 3)
+        # A forked child's sandbox dies with the thread that started it (bwrap --die-with-parent): the
+        # replacement must outlive the moment it was started, until it is taken.
+        time.sleep(1.0)
         third = evaluations.take()  # the replacement, started before it was asked for
         assert third.process.alive() and evaluations.started_count == 4  # and its own replacement at once
         for child in (taken, second, third):
             child.discard()
+    assert _eventually(lambda: not _refill_threads(), 5)  # the refill thread ends with the pool
 
 
 def test_a_pool_closed_before_the_first_reference_starts_no_replacement():
     first_reference = threading.Event()
-    evaluations = EvalPool(1, gpu=False, child_module=FAKE_CHILD, fork=False, refill_after=first_reference)
+    evaluations = EvalPool(1, gpu=False, child_module=FAKE_CHILD, refill_after=first_reference)
     taken = evaluations.take()
     evaluations.close()
     taken.discard()
-    assert _eventually(lambda: not _refill_threads(), 5)  # the waiting refill gave up with the pool
+    assert _eventually(lambda: not _refill_threads(), 5)  # the waiting refill ended with the pool
     first_reference.set()
     time.sleep(0.3)
     assert evaluations.started_count == 1
 
 
 def test_without_an_event_the_replacement_starts_at_once():
-    with EvalPool(1, gpu=False, child_module=FAKE_CHILD, fork=False) as evaluations:
+    with EvalPool(1, gpu=False, child_module=FAKE_CHILD) as evaluations:
         taken = evaluations.take()
         assert evaluations.started_count == 2 and not _refill_threads()
         taken.discard()
