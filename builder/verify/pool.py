@@ -140,7 +140,8 @@ class EvalPool:
         return True
 
     def take(self) -> PooledChild:
-        """A started child (a fresh one if the waiting child died); its replacement starts now."""
+        """A started child (a fresh one if the waiting child died); its replacement starts now, or once
+        `refill_after` is set."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("evaluation pool is closed")
