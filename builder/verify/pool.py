@@ -160,7 +160,7 @@ class EvalPool:
                 return child
             self._refill_waiting = deferred
         if deferred:
-            threading.Thread(target=self._fill_once_set, daemon=True, name="ka-pool-refill").start()
+            threading.Thread(target=self._fill_once_set, daemon=True, name=f"ka-pool-refill-{id(self):x}").start()
         else:
             self._fill()
         return child

@@ -88,8 +88,8 @@ def _eventually(condition, timeout_s: float = 30.0) -> bool:
     return True
 
 
-def _refill_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "ka-pool-refill"]
+def _refill_threads(evaluations: EvalPool) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == f"ka-pool-refill-{id(evaluations):x}"]
 
 
 @pytest.mark.parametrize("fork", [None, False], ids=["forked where bwrap is", "exec-d"])
@@ -100,7 +100,7 @@ def test_a_taken_childs_replacement_waits_for_the_first_reference(fork):
         time.sleep(0.5)
         assert evaluations.started_count == 1  # nothing started beside the first references
         second = evaluations.take()  # none waiting: a worker that asks gets a fresh child at once
-        assert evaluations.started_count == 2 and len(_refill_threads()) == 1  # one waiting refill, not two
+        assert evaluations.started_count == 2 and len(_refill_threads(evaluations)) == 1  # one waiting refill, not two
         first_reference.set()
         assert _eventually(lambda: evaluations.started_count == 3)
         # A forked child's sandbox dies with the thread that started it (bwrap --die-with-parent): the
@@ -110,7 +110,7 @@ def test_a_taken_childs_replacement_waits_for_the_first_reference(fork):
         assert third.process.alive() and evaluations.started_count == 4  # and its own replacement at once
         for child in (taken, second, third):
             child.discard()
-    assert _eventually(lambda: not _refill_threads(), 5)  # the refill thread ends with the pool
+    assert _eventually(lambda: not _refill_threads(evaluations), 5)  # the refill thread ends with the pool
 
 
 def test_a_pool_closed_before_the_first_reference_starts_no_replacement():
@@ -119,7 +119,7 @@ def test_a_pool_closed_before_the_first_reference_starts_no_replacement():
     taken = evaluations.take()
     evaluations.close()
     taken.discard()
-    assert _eventually(lambda: not _refill_threads(), 5)  # the waiting refill ended with the pool
+    assert _eventually(lambda: not _refill_threads(evaluations), 5)  # the waiting refill ended with the pool
     first_reference.set()
     time.sleep(0.3)
     assert evaluations.started_count == 1
@@ -128,5 +128,5 @@ def test_a_pool_closed_before_the_first_reference_starts_no_replacement():
 def test_without_an_event_the_replacement_starts_at_once():
     with EvalPool(1, gpu=False, child_module=FAKE_CHILD) as evaluations:
         taken = evaluations.take()
-        assert evaluations.started_count == 2 and not _refill_threads()
+        assert evaluations.started_count == 2 and not _refill_threads(evaluations)
         taken.discard()
