@@ -16,7 +16,6 @@ import shutil
 import sys
 import tempfile
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -84,12 +83,14 @@ class EvalPool:
         self._lock = threading.Lock()
         self._closed = False
         self._refill_after = refill_after
-        self._refill_waiting = False  # a thread waits for `refill_after` to start the replacements
+        self._closing = threading.Event()
         self.started_count = 0
         fork = config.FORK_EVALUATION_CHILDREN if fork is None else fork
         usable = fork and resolve_isolation(isolation) == "bwrap"
         self._zygote = acquire_zygote(child_module, self.env_extra) if usable else None
         self._fill()
+        if refill_after is not None:
+            threading.Thread(target=self._fill_once_set, daemon=True, name=f"ka-pool-refill-{id(self):x}").start()
 
     def _start_one(self) -> PooledChild:
         scratch = Path(tempfile.mkdtemp(prefix=config.SCRATCH_PREFIXES["evaluation"]))
@@ -155,35 +156,28 @@ class EvalPool:
                     candidate.discard()
             if child is None:
                 child = self._start_one()
-            deferred = self._refill_after is not None and not self._refill_after.is_set()
-            if deferred and self._refill_waiting:
-                return child
-            self._refill_waiting = deferred
-        if deferred:
-            threading.Thread(target=self._fill_once_set, daemon=True, name=f"ka-pool-refill-{id(self):x}").start()
-        else:
+        if self._refill_after is None or self._refill_after.is_set():
             self._fill()
         return child
 
     def _fill_once_set(self) -> None:
-        """The replacements, once `refill_after` is set; then the thread waits for the pool to close. A forked
-        child's sandbox dies with the thread that started it (bwrap --die-with-parent: the parent-death signal
-        follows the starting thread), so this thread outlives every child it started."""
+        """The pool's refill thread: the replacements taken before `refill_after` was set, once it is; then it
+        waits for the pool to close. A forked child's sandbox dies with the thread that started it (bwrap
+        --die-with-parent: the parent-death signal follows the starting thread), so this thread outlives every
+        child it started."""
         assert self._refill_after is not None
         while not self._refill_after.wait(0.1):
-            if self._closed:
+            if self._closing.is_set():
                 return
-        with self._lock:
-            self._refill_waiting = False
         self._fill()  # nothing once the pool is closed
-        while not self._closed:
-            time.sleep(0.1)
+        self._closing.wait()
 
     def close(self) -> None:
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+            self._closing.set()
             while self._ready:
                 self._ready.popleft().discard()
             if self._zygote is not None:
