@@ -9,10 +9,15 @@ of its own (CUDA_VISIBLE_DEVICES: one GPU), timing these steps in rounds, wall a
 - `profiler`: a torch.profiler (CUPTI) session around one small matmul, as the op census does;
 - `compute`: ten 2048² matmuls and a synchronisation, the GPU's own work (the control);
 - `copies`: 64 MiB from pageable host memory to the device and back, as a child's inputs and outputs go;
+- `mem_get_info`: the device's free memory, asked of the driver (the poison's budget);
+- `events`: two timing events made, recorded around nothing and read, as each timed call makes them;
+- `poison`: the checks' NaN poison before a call (`builder.verify.poison.poison_cuda`, a 16 MiB output);
 - `fresh_context`: a fresh process makes a CUDA context, allocates 256 MiB and exits, as every evaluation child
   does (wall and CPU of the process, from its parent worker), and the parts of its wall: `.start` (the
   interpreter, and torch's import with `--fresh-kind torch`), `.init` (the context), `.alloc` (the block; with
-  torch also a matmul, which starts cuBLAS) and `.exit` (its last mark to its end: the teardown).
+  torch also a matmul, which starts cuBLAS), with torch `.first_ops` (the first use of the ops a trial's set-up
+  and checks start with: each loads its kernels) and `.ops_again` (the same ops on other sizes), and `.exit`
+  (its last mark to its end: the teardown).
 
 A step whose wall grows with the second GPU while its CPU seconds stay put waits on something both GPUs share.
 `--fresh-env NAME=VALUE` sets a variable in the fresh processes only, to see what a driver setting saves.
@@ -33,9 +38,11 @@ import sys
 import time
 from pathlib import Path
 
-STEPS = ("alloc", "profiler", "compute", "copies", "fresh_context")
-FRESH_PARTS = ("start", "init", "alloc", "exit")
-# Each fresh process prints its marks (wall-clock seconds) as one JSON line; its exit tears the context down.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the `poison` step runs the checks' own poison
+
+STEPS = ("alloc", "profiler", "compute", "copies", "mem_get_info", "events", "poison", "fresh_context")
+# Each fresh process prints its marks (wall-clock seconds) as one JSON line, in order: "started", then one
+# "PART_done" a part; its exit tears the context down.
 FRESH_DRIVER = """
 import time
 marks = {"started": time.time()}
@@ -67,6 +74,24 @@ a = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
 b = torch.ones(1024, 1024, device="cuda")
 (b @ b).sum().item()
 marks["alloc_done"] = time.time()
+
+
+def ops(n):
+    torch.manual_seed(n)
+    x = torch.randn(n, device="cuda")
+    y = torch.empty(n, device="cuda").uniform_(-1, 1)
+    z = torch.rand(n, device="cuda").normal_()
+    w = (x * y + z).clone().abs().max()
+    (torch.zeros(n, device="cuda") == torch.full((n,), 1.0, device="cuda")).any().item()
+    return w.cpu()
+
+
+ops(1 << 20)
+torch.cuda.synchronize()
+marks["first_ops_done"] = time.time()
+ops(3 << 20)
+torch.cuda.synchronize()
+marks["ops_again_done"] = time.time()
 print(json.dumps(marks), flush=True)
 os._exit(0)  # as an evaluation child ends: no interpreter teardown
 """
@@ -74,7 +99,8 @@ FRESH_SOURCES = {"driver": FRESH_DRIVER, "torch": FRESH_TORCH}
 
 
 def fresh_context_rows(kind: str, env: dict[str, str]) -> list[dict]:
-    """One fresh process's whole wall and CPU, and its parts (no CPU seconds of their own)."""
+    """One fresh process's whole wall and CPU, and its parts (no CPU seconds of their own): "start" up to its
+    first mark, one a "PART_done" mark, "exit" from its last mark."""
     before, spawned = resource.getrusage(resource.RUSAGE_CHILDREN), time.time()
     done = subprocess.run([sys.executable, "-c", FRESH_SOURCES[kind]], env=env, check=True, capture_output=True,
                           text=True)  # fmt: skip
@@ -82,8 +108,9 @@ def fresh_context_rows(kind: str, env: dict[str, str]) -> list[dict]:
     marks = json.loads(done.stdout.strip().splitlines()[-1])
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     rows = [{"step": "fresh_context", "wall_s": ended - spawned, "cpu_s": cpu}]
-    bounds = [spawned, marks["started"], marks["init_done"], marks["alloc_done"], ended]
-    for part, start, end in zip(FRESH_PARTS, bounds[:-1], bounds[1:], strict=True):
+    parts = ["start"] + [name.removesuffix("_done") for name in list(marks)[1:]] + ["exit"]
+    bounds = [spawned, *marks.values(), ended]
+    for part, start, end in zip(parts, bounds[:-1], bounds[1:], strict=True):
         rows.append({"step": f"fresh_context.{part}", "wall_s": end - start, "cpu_s": None})
     return rows
 
@@ -123,6 +150,18 @@ def worker(rounds: int, start_at: float, steps: list[str], fresh_kind: str, fres
             elif step == "copies":
                 host.to(device)
                 on_device.cpu()
+            elif step == "mem_get_info":
+                torch.cuda.mem_get_info()
+            elif step == "events":
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                end.record()
+                end.synchronize()
+                start.elapsed_time(end)
+            elif step == "poison":
+                from builder.verify.poison import poison_cuda
+
+                poison_cuda([16 << 20])
             else:
                 for _ in range(10):
                     torch.mm(a, a)

@@ -44,15 +44,18 @@ time.sleep(0.05)
 marks["init_done"] = time.time()
 time.sleep(0.02)
 marks["alloc_done"] = time.time()
+time.sleep(0.03)
+marks["first_ops_done"] = time.time()
 assert os.environ["PROBE_KNOB"] == "1"
 print(json.dumps(marks))
 """
     monkeypatch.setitem(probe.FRESH_SOURCES, "stand-in", source)
     rows = probe.fresh_context_rows("stand-in", {**os.environ, "PROBE_KNOB": "1"})
-    assert [row["step"] for row in rows] == ["fresh_context"] + [f"fresh_context.{p}" for p in probe.FRESH_PARTS]
+    parts_in_order = ["start", "init", "alloc", "first_ops", "exit"]
+    assert [row["step"] for row in rows] == ["fresh_context"] + [f"fresh_context.{p}" for p in parts_in_order]
     whole, parts = rows[0], {row["step"].split(".")[1]: row["wall_s"] for row in rows[1:]}
     assert whole["cpu_s"] > 0 and all(row["cpu_s"] is None for row in rows[1:])
-    assert parts["init"] >= 0.05 and 0.02 <= parts["alloc"] < 0.05
+    assert parts["init"] >= 0.05 and 0.02 <= parts["alloc"] < 0.05 and 0.03 <= parts["first_ops"] < 0.06
     assert sum(parts.values()) == pytest.approx(whole["wall_s"], abs=1e-6)
 
 
