@@ -338,7 +338,7 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
             # A line per record: a run cut short still shows the rate it was reaching.
             phases = phase_log.by_kernel.get(record.kernel_name) or {}
             where = " ".join(f"{'_'.join(name.split('_')[:2])}={seconds:.1f}" for name, seconds in phases.items()
-                             if not name.startswith(("cpu.", "rq.")))  # fmt: skip
+                             if not name.startswith(("cpu.", "rq.", "device_allocs.")))  # fmt: skip
             print(f"  [{time.monotonic() - started:7.1f} s] {len(records):3d} {record.task_id:6s} {record.status:14s} "
                   f"eval {record.eval_s or 0:5.1f} s  {where}{profile_note(record) if options.profile else ''}",
                   flush=True)  # fmt: skip
@@ -369,8 +369,9 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
     for line in census_lines(census.stop()):
         print(f"  {label}: cores, {line}")
     engine_log.removeHandler(phase_log)
-    for name, seconds in phase_log.means().items():
-        print(f"  {label}: child phase {name:36s} {seconds:8.3f} s (mean of {len(phase_log.phases)})")
+    for name, value in phase_log.means().items():  # "device_allocs." phases are counts
+        unit = "  " if name.startswith("device_allocs.") else " s"
+        print(f"  {label}: child phase {name:36s} {value:8.3f}{unit} (mean of {len(phase_log.phases)})")
     n = max(1, len(records))
     tasks = max(1, len({r.task_id for r in records}))
     statuses: dict[str, int] = {}
@@ -448,6 +449,10 @@ def main() -> None:
     parser.add_argument("--fork-references", action="store_true",
                         help="clean reference children forked from the evaluation children's zygote once it is up "
                              f"(default: the config's, {'forked' if config.FORK_REFERENCE_CHILDREN else 'exec-d'})")  # fmt: skip
+    parser.add_argument("--device-reserve", default="",
+                        help="bytes each evaluation child takes from the driver before its job, for the warm runs "
+                             "to compare, e.g. 0,2147483648 (default: the config's, "
+                             f"{config.EVAL_DEVICE_RESERVE_BYTES})")  # fmt: skip
     parser.add_argument("--refill-at-once", action="store_true",
                         help="a taken evaluation child's replacement starts at once, not after the build's first "
                              "clean reference (default: the config's, "
@@ -471,6 +476,12 @@ def main() -> None:
         warm_gpus = [int(v) for v in args.warm_gpus.split(",")] if args.warm_gpus else []
     except ValueError:
         parser.error(f"--warm-gpus: a comma-separated list of integers, not {args.warm_gpus!r}")
+    try:
+        reserves = [int(v) for v in args.device_reserve.split(",")] if args.device_reserve else [None]
+    except ValueError:
+        parser.error(f"--device-reserve: a comma-separated list of byte counts, not {args.device_reserve!r}")
+    if any(n is not None and n < 0 for n in reserves):
+        parser.error(f"--device-reserve: byte counts of 0 or more, not {args.device_reserve!r}")
     if any(n < 1 for n in warm_gpus) or (warm_gpus and backend != "cuda"):
         parser.error(f"--warm-gpus: GPU counts of 1 or more, on the cuda backend, not {args.warm_gpus!r}")
     env = environment.environment_fields(backend)
@@ -503,9 +514,10 @@ def main() -> None:
         if CUT_SHORT.is_set():
             return
     if warm_gpus:
-        measure_warm(pairs, options, warm_gpus, args.records)
-        if CUT_SHORT.is_set():
-            return
+        for reserve in reserves:
+            measure_warm(pairs, replace(options, device_reserve_bytes=reserve), warm_gpus, args.records)
+            if CUT_SHORT.is_set():
+                return
     options = VerifyOptions(backend=backend, trials=config.DEFAULT_TRIALS,
                             build_cache_dir=Path(tempfile.mkdtemp(prefix="ka-bench-builds-")))  # fmt: skip
     pairs = corpus(backend, max(options.batch_size, 1), args.tasks)
@@ -551,6 +563,8 @@ def measure_warm(pairs, options: VerifyOptions, gpu_counts: list[int], records_p
             os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(visible[:count])
             warm = replace(options, baseline_cache_dir=Path(tempfile.mkdtemp(prefix="ka-bench-baselines-")))
             label = f"warm compile cache, {count} GPU{'s' if count > 1 else ''} ({os.environ['CUDA_VISIBLE_DEVICES']})"
+            if options.device_reserve_bytes is not None:
+                label += f", device reserve {options.device_reserve_bytes >> 20} MiB"
             print(f"{label}: {len(pairs)} kernels", flush=True)
             show(measure_stream(pairs, warm, label, records_path))
             if CUT_SHORT.is_set():

@@ -30,16 +30,14 @@ COMPARE_CHUNK_ELEMENTS = 1 << 18  # values per chunk when the judge compares on 
 DEGENERATE_STD = 1e-6  # a reference output whose std (or the std along some axis, everywhere) is below this
 DEGENERATE_AXIS_FRACTION = 0.99  # share of near-constant slices along an axis that makes the axis degenerate
 POISON_BYTES = 1 << 30  # bytes of NaN-filled allocations released before each candidate call
-# Every poisoned byte is 0xFF: all-ones reads as NaN in fp16, bf16, fp32 and fp64 alike, and no arithmetic
-# produces it (CUDA's canonical NaN is 0x7FFFFFFF, x86's 0xFFC00000), so an output element holding exactly
-# this pattern was never written (or was copied from unwritten memory): that is `uninitialized_output`.
+# Every poisoned byte is 0xFF: NaN in fp16, bf16, fp32 and fp64 alike, and no arithmetic's (CUDA's NaN is 0x7FFFFFFF,
+# x86's 0xFFC00000); an output element holding it was never written, or copied unwritten: `uninitialized_output`.
 POISON_FILL_BYTE = 0xFF
 PERTURB_SCALE = 0.5  # relative size of the perturbation used by the ignores_input check
 
 # --- timing ------------------------------------------------------------------------------------
-# Warm-up pairs inside a timing window, untimed, before its timed calls: the device's state after the handover
-# (clocks, caches) settles there. Before the window, while the device is still shared, each input set is called
-# once (lazy set-up, algorithm choice, each set's first output for the judge).
+# Untimed warm-up pairs in a timing window: the device's state after the handover (clocks, caches) settles there.
+# Each input set was called once before, on the shared device (lazy set-up, algorithm choice, first output).
 WARMUP_CALLS = 10
 WINDOW_WARMUP_MS = 50.0  # fewer in-window warm-up pairs once they have run this long (a slow kernel's first pair)
 TIMED_CALLS = 100
@@ -274,13 +272,12 @@ ENGINE_STOP_GRACE_S = 30.0  # a stopped engine closes its stream (its children a
 ENGINE_PARENT_POLL_S = 1.0  # how often an engine looks whether its builder is still there
 ENGINE_BALANCE_WAIT_S = 30.0  # an engine that has not asked for pairs this long holds the others back no longer
 ENGINE_READING_S = 1.0  # for the stream's last pairs, only an engine that asked this recently holds others back
-# Cores per GPU for its timing windows alone on CUDA builds, if half the cores remain for the rest (device_gate.py).
-TIMING_CORES_PER_GPU = 2
+TIMING_CORES_PER_GPU = 2  # cores per GPU for its timing windows alone, if half remain for the rest (device_gate.py)
 BASELINE_TIMEOUT_S = 900.0
 REFERENCE_WARM_WORKERS = 4  # clean references computed ahead of the tasks' first candidates (CUDA builds)
 BASELINE_WARM_WORKERS = 4  # eager + torch.compile baselines of one task (inductor compiles inside)
-# inductor's compile threads in a baseline child: its default pool of worker processes per child costs the cores
-# the first builds need (benchmarks/probe_baseline_compile.py); the generated code, and its timing, is the same.
+# inductor's compile threads in a baseline child: its default worker processes cost the cores the first builds
+# need (benchmarks/probe_baseline_compile.py); the generated code, and its timing, is the same.
 BASELINE_COMPILE_THREADS = 1
 SEED_BITS = 63  # seeds are secrets.randbits(SEED_BITS), drawn per build
 
@@ -330,6 +327,10 @@ EXPLORER_CHROMIUM_ARGS = (
 
 # --- verification engine, child side (builder/verify/child.py, checks.py, timing.py, static_scan.py) ---
 POISON_FREE_FRACTION = 0.5  # share of free GPU memory the NaN poison may take (POISON_BYTES caps it)
+# Before its job an evaluation child takes one block of this size (at most the share below of the free memory) from
+# the driver, for the checks' allocations to be split from (poison.reserve_cuda; 0: none). Children read the variable.
+EVAL_DEVICE_RESERVE_BYTES = int(os.environ.get("KA_DEVICE_RESERVE_BYTES", 2 << 30))
+EVAL_DEVICE_RESERVE_FREE_FRACTION = 1 / 24
 POISON_CHUNK_BYTES = 256 << 20  # GPU poison is allocated in chunks this size (plus output-sized blocks)
 POISON_CPU_COPIES = 8  # at least this many output-sized NaN buffers freed before each CPU candidate call
 POISON_CPU_MAX_COPIES = 64  # up to this many, within the byte budget below: enough to drain malloc's free chunks
@@ -388,12 +389,11 @@ NVTX_CANDIDATE_RANGE = "ka_candidate"  # ncu mode wraps the profiled candidate c
 NCU_PROFILED_CALLS = 1  # candidate calls inside the NVTX range in ncu mode (after one warm-up call)
 
 # --- task suite quality (tests/builder/tasks hold every built-in task to these at CPU size) ------
-# Reference outputs must be far from anything a lazy kernel could return: std of the whole output
-# well above fp32 tolerances, no axis along which many slices are constant, and a good share
-# of elements that differ, under the task's tolerance, from both zero and the output's median value.
+# Reference outputs must be far from what a lazy kernel could return: std well above fp32 tolerances, no axis of many
+# constant slices, and a good share of elements beyond the task's tolerance of both zero and the output's median.
 TASK_MIN_OUTPUT_STD = 1e-3
-# A slice along an axis is constant when all its elements lie within the task tolerance of its mean
-# (a kernel broadcasting one value would pass it); no axis may have more than this share of them.
+# A slice along an axis is constant when all its elements lie within the task tolerance of its mean (a kernel
+# broadcasting one value would pass it); no axis may have more than this share of them.
 TASK_MAX_CONSTANT_SLICE_FRACTION = 0.5
 TASK_MIN_DISTINGUISHABLE_FRACTION = 0.25  # share of elements outside tolerance of 0 and of the median
 TASK_MIN_SCALAR_MAGNITUDE = 1e-2  # a scalar output (e.g. a loss) must not be ~0

@@ -101,24 +101,38 @@ class _Phases:
     """Wall seconds per phase of an evaluation (`phase_s` in the result), under "cpu." names this process's CPU
     seconds (all threads), under "rq." names the main thread's wait for a core (`checks.run_queue_s`);
     "cpu.start_up" and "rq.start_up" are what it used and waited before its job (a pre-started child pays them
-    ahead)."""
+    ahead). On CUDA, "device_allocs." names count the blocks the caching allocator asked the driver for."""
 
     def __init__(self) -> None:
         from builder.verify.checks import run_queue_s
 
         self._run_queue_s = run_queue_s
         self._last, self._last_cpu, self._last_rq = time.perf_counter(), time.process_time(), run_queue_s()
+        self._last_allocs = _device_allocs()
         self.seconds: dict[str, float] = {
             "cpu.start_up": round(self._last_cpu, 4),
             "rq.start_up": round(self._last_rq, 4),
         }
+        if self._last_allocs is not None:
+            self.seconds["device_allocs.start_up"] = self._last_allocs
 
     def done(self, name: str) -> None:
-        now, cpu, rq = time.perf_counter(), time.process_time(), self._run_queue_s()
+        now, cpu, rq, allocs = time.perf_counter(), time.process_time(), self._run_queue_s(), _device_allocs()
         self.seconds[name] = round(now - self._last, 4)
         self.seconds[f"cpu.{name}"] = round(cpu - self._last_cpu, 4)
         self.seconds[f"rq.{name}"] = round(rq - self._last_rq, 4)
-        self._last, self._last_cpu, self._last_rq = now, cpu, rq
+        if allocs is not None and self._last_allocs is not None:
+            self.seconds[f"device_allocs.{name}"] = allocs - self._last_allocs
+        self._last, self._last_cpu, self._last_rq, self._last_allocs = now, cpu, rq, allocs
+
+
+def _device_allocs() -> int | None:
+    """Blocks this process's caching allocator has asked the driver for (cudaMalloc), or None without CUDA."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return None
+    stats = torch.cuda.memory_stats()
+    return int(stats.get("num_device_alloc", stats.get("segment.all.allocated", 0)))
 
 
 def run_evaluate(job: dict[str, Any]) -> dict[str, Any]:
@@ -295,6 +309,11 @@ def _prepare_process(init_cuda: bool, prime: bool) -> None:
     if init_cuda and torch.cuda.is_available():
         torch.cuda.init()
         torch.empty(1, device="cuda")  # create the context now, not inside the first measured call
+        if prime:  # an evaluation child: its checks' allocations come from one block taken now
+            from builder import config
+            from builder.verify.poison import reserve_cuda
+
+            reserve_cuda(config.EVAL_DEVICE_RESERVE_BYTES)
 
 
 def before_fork() -> None:

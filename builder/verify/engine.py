@@ -21,7 +21,6 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +67,7 @@ class VerifyOptions:
     fork_children: bool | None = None  # evaluation children forked from a zygote in stream(); None: config's
     fork_references: bool | None = None  # clean reference children forked from the zygote; None: config's
     refill_after_first_reference: bool | None = None  # EvalPool(refill_after=...) in stream(); None: config's
+    device_reserve_bytes: int | None = None  # evaluation children's block taken before the job; None: config's
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -302,7 +302,7 @@ class Verifier:
                     for number in itertools.count():
                         while not stop.is_set() and not room.acquire(timeout=0.5):
                             continue
-                        if stop.is_set() or not (window := list(islice(source, window_size))):
+                        if stop.is_set() or not (window := list(itertools.islice(source, window_size))):
                             break
                         milestones.mark("first_window_received")
                         for _, task in window:

@@ -96,6 +96,31 @@ def poison_cuda(output_bytes: list[int]) -> int:
     return poisoned
 
 
+def reserve_cuda(nbytes: int) -> int:
+    """Take one block of `nbytes` (at most `EVAL_DEVICE_RESERVE_FREE_FRACTION` of the free memory) from the driver
+    and release it to the caching allocator; returns its size (0: none taken).
+
+    A pre-started child does this before its job: the task's tensors, the poison and the outputs are then split
+    from that block instead of each asking the driver for memory, and the driver serves one process's request at a
+    time for the whole box while other processes make and end CUDA contexts (docs/gpu-runs.md, 2026-11-26). The
+    poison is unchanged: it takes its blocks by the same best-fit rule the candidate's next allocations follow,
+    and freeing them merges them back into the block they were split from."""
+    import torch
+
+    if nbytes <= 0:
+        return 0
+    free, _total = torch.cuda.mem_get_info()
+    size = min(nbytes, int(free * config.EVAL_DEVICE_RESERVE_FREE_FRACTION))
+    if size < (1 << 20):
+        return 0
+    try:
+        block = torch.empty(size, dtype=torch.uint8, device="cuda")
+    except torch.OutOfMemoryError:
+        return 0
+    del block  # to the caching allocator, not to the driver (no empty_cache)
+    return size
+
+
 def poison_cpu(output_bytes: list[int]) -> int:
     """Allocate, NaN-fill and free heap buffers near each output's size; returns the bytes poisoned."""
     configure_cpu_allocator()

@@ -199,7 +199,10 @@ def child_env(options: VerifyOptions) -> dict[str, str]:
         return {"CUDA_VISIBLE_DEVICES": ""}
     visible = environment.visible_gpu_ids()
     device = visible[options.device_index] if options.device_index < len(visible) else str(options.device_index)
-    return {"CUDA_VISIBLE_DEVICES": device}  # the child sees its GPU as cuda:0
+    env = {"CUDA_VISIBLE_DEVICES": device}  # the child sees its GPU as cuda:0
+    if options.device_reserve_bytes is not None:  # the child reads it as config.EVAL_DEVICE_RESERVE_BYTES
+        env["KA_DEVICE_RESERVE_BYTES"] = str(options.device_reserve_bytes)
+    return env
 
 
 def build_job(task: Task, candidate: Candidate | None, compiled: CompileResult | None, options: VerifyOptions,

@@ -1,9 +1,13 @@
 """CUDA-only checks in-process on trusted fakes (run on the GPU box): the NaN poison reaches
-torch.empty_like through the caching allocator, side-stream work is caught (and a properly joined side
-stream is not), library kernels are classified as such."""
+torch.empty_like through the caching allocator (with and without the block a child reserves before its job),
+side-stream work is caught (and a properly joined side stream is not), library kernels are classified as such."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +19,7 @@ from builder.verify import checks
 
 pytestmark = pytest.mark.gpu
 
+REPO = Path(__file__).resolve().parents[3]
 TASKS = Path(__file__).resolve().parents[2] / "fixtures" / "tasks" / "level1"
 JOB = {"backend": "cuda", "seeds": [123_456_789, 987_654_321], "trials": 2, "atol": 1e-4, "rtol": 1e-4}
 
@@ -73,3 +78,38 @@ def test_library_kernels_are_counted_as_torch_ops():
     assert result["status"] == "correct"
     assert "uses_torch_ops" in result["flags"]
     assert result["kernels_seen"] and all(k["library"] for k in result["kernels_seen"]), result["kernels_seen"]
+
+
+# A fresh process, as a child is: a trial's allocations after the reserve (or none), then the poison and the
+# candidate's empty_like. Counts the blocks asked of the driver after the reserve.
+RESERVE_SCRIPT = """
+import json, sys, torch
+from builder import config
+from builder.verify import poison
+config.POISON_BYTES = 64 << 20
+torch.empty(1, device="cuda")  # the context, as a child makes it
+taken = poison.reserve_cuda(int(sys.argv[1]))
+def device_allocs():
+    stats = torch.cuda.memory_stats()
+    return stats.get("num_device_alloc", stats.get("segment.all.allocated"))
+before = device_allocs()
+x, weight = torch.randn(1 << 22, device="cuda"), torch.randn(4096, device="cuda")  # a 16 MiB input, a parameter
+poison.poison_cuda([x.numel() * x.element_size()])
+out = torch.empty_like(x)  # what a candidate that writes nothing returns
+print(json.dumps({"taken": taken, "allocs": device_allocs() - before, "poisoned": bool(poison.holds_poison(out).all())}))
+"""
+
+
+@pytest.mark.parametrize("reserve", [256 << 20, 0])
+def test_a_reserved_block_serves_a_trials_allocations_and_the_poison_still_reaches_empty_like(reserve):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    done = subprocess.run([sys.executable, "-c", RESERVE_SCRIPT, str(reserve)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["taken"] == reserve
+    assert found["poisoned"], "empty_like after the poison must hold the poison's bytes everywhere"
+    if reserve:
+        assert found["allocs"] == 0, found  # the input, the parameter and the poison: split from the block
+    else:
+        assert found["allocs"] >= 3, found  # the input and the poison's blocks: each from the driver

@@ -149,6 +149,7 @@ def test_compiled_correct_candidate_from_shared_build(tmp_path, shared_cpu_build
     cpu = {name.removeprefix("cpu."): s for name, s in result["phase_s"].items() if name.startswith("cpu.")}
     assert {"load_task_and_fingerprint", "checks", "prepare_timing", "write_outputs", "timing"} <= set(cpu)
     assert cpu["start_up"] > 0.1 and cpu["checks"] > 0
+    assert not any(name.startswith("device_allocs.") for name in phases)  # counted only where CUDA is up
 
 
 def test_compiled_first_row_only_candidate_is_caught(tmp_path, shared_cpu_build, clean_reference):

@@ -17,6 +17,12 @@ from builder.verify.pool import CHILD_MODULE, EvalPool, child_env
 from tests.builder.verify.test_forked import needs_bwrap
 
 
+def test_a_device_reserve_option_reaches_the_childrens_environment():
+    assert "KA_DEVICE_RESERVE_BYTES" not in child_env(VerifyOptions(backend="cuda"))  # the config's, read there
+    assert child_env(VerifyOptions(backend="cuda", device_reserve_bytes=0))["KA_DEVICE_RESERVE_BYTES"] == "0"
+    assert child_env(VerifyOptions(backend="cpu", device_reserve_bytes=0)) == {"CUDA_VISIBLE_DEVICES": ""}
+
+
 def test_no_zygote_is_waited_for_nor_started():
     assert forked.running_zygote("tests.fixtures.sandbox.none_started") is None
     held = threading.Event()
