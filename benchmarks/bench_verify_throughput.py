@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import platform
 import secrets
@@ -217,6 +218,23 @@ def middle_rate(times: list[float], low: float = 0.25, high: float = 0.75) -> fl
     if last <= first or times[last] <= times[first]:
         return float("nan")
     return (last - first) / (times[last] - times[first]) * 3600
+
+
+SCALED_RATES = {"VERIFIED KERNELS/HOUR": "over the run", "kernels/hour after the first evaluated record":
+                "after the first evaluated record", "kernels/hour from the 25 % to the 75 % record": "25-75 %"}  # fmt: skip
+
+
+def scaling_lines(rates: dict[int, dict[str, float]]) -> list[str]:
+    """Each GPU count's rates over one GPU's, from one warm pass ({gpu count: {rate name: kernels/hour}}): over the
+    run, after the first evaluated record, and from the 25 % to the 75 % record (none without a one-GPU run)."""
+    one = rates.get(1) or {}
+    lines = []
+    for count, figures in sorted(rates.items()):
+        parts = [f"{label} {figures[name] / one[name]:.2f}x" for name, label in SCALED_RATES.items()
+                 if count > 1 and one.get(name, 0) > 0 and math.isfinite(figures.get(name, math.nan))]  # fmt: skip
+        if parts:
+            lines.append(f"{count} GPUs against 1: " + ", ".join(parts))
+    return lines
 
 
 def milestone_line(marks: dict[str, float], started: float) -> str:
@@ -555,6 +573,10 @@ def measure_warm(pairs, options: VerifyOptions, gpu_counts: list[int], records_p
     evaluation side makes on 1, 2, ... of the visible GPUs (the engine puts its workers on every visible GPU)."""
     visible = environment.visible_gpu_ids()
     before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    rates: dict[int, dict[str, float]] = {}
+    reserve = (
+        "" if options.device_reserve_bytes is None else f", device reserve {options.device_reserve_bytes >> 20} MiB"
+    )
     try:
         for count in gpu_counts:
             if count > len(visible):
@@ -562,13 +584,16 @@ def measure_warm(pairs, options: VerifyOptions, gpu_counts: list[int], records_p
                 continue
             os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(visible[:count])
             warm = replace(options, baseline_cache_dir=Path(tempfile.mkdtemp(prefix="ka-bench-baselines-")))
-            label = f"warm compile cache, {count} GPU{'s' if count > 1 else ''} ({os.environ['CUDA_VISIBLE_DEVICES']})"
-            if options.device_reserve_bytes is not None:
-                label += f", device reserve {options.device_reserve_bytes >> 20} MiB"
+            gpus = f"{count} GPU{'s' if count > 1 else ''} ({os.environ['CUDA_VISIBLE_DEVICES']})"
+            label = f"warm compile cache, {gpus}{reserve}"
             print(f"{label}: {len(pairs)} kernels", flush=True)
-            show(measure_stream(pairs, warm, label, records_path))
-            if CUT_SHORT.is_set():
+            figures = measure_stream(pairs, warm, label, records_path)
+            show(figures)
+            if CUT_SHORT.is_set():  # a run cut short is no figure to scale by
                 return
+            rates[count] = {name.removeprefix(f"{label}: "): value for name, value in figures.items()}
+        for line in scaling_lines(rates):
+            print(f"warm compile cache{reserve}: {line}", flush=True)
     finally:
         if before is None:
             os.environ.pop("CUDA_VISIBLE_DEVICES", None)

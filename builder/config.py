@@ -61,8 +61,7 @@ SIDE_STREAM_TOLERANCE = 0.5  # relative gap between event and synchronized host 
 
 # --- sandbox -----------------------------------------------------------------------------------
 RUN_TIMEOUT_S = 300.0
-# The clean reference child (builder/verify/reference.py): once per task and seed set, kept in the parent.
-REFERENCE_TIMEOUT_S = 600.0
+REFERENCE_TIMEOUT_S = 600.0  # the clean reference child (verify/reference.py): once per task and seed set
 REFERENCE_CACHE_TASKS = 16  # clean references held in memory (LRU); builds take candidates roughly by task
 REFERENCE_FILE_MAX_BYTES = 32 << 30
 OUTPUTS_FILE_SLACK_BYTES = 16 << 20  # a candidate's outputs file may exceed twice its expected size by this
@@ -328,9 +327,10 @@ EXPLORER_CHROMIUM_ARGS = (
 # --- verification engine, child side (builder/verify/child.py, checks.py, timing.py, static_scan.py) ---
 POISON_FREE_FRACTION = 0.5  # share of free GPU memory the NaN poison may take (POISON_BYTES caps it)
 # Before its job an evaluation child takes one block of this size (at most the share below of the free memory) from
-# the driver, for the checks' allocations to be split from (poison.reserve_cuda; 0: none). Children read the variable.
-EVAL_DEVICE_RESERVE_BYTES = int(os.environ.get("KA_DEVICE_RESERVE_BYTES", 2 << 30))
+# the driver, for the checks' allocations to be split from (poison.reserve_cuda; 0: none).
+EVAL_DEVICE_RESERVE_BYTES = 2 << 30
 EVAL_DEVICE_RESERVE_FREE_FRACTION = 1 / 24
+EVAL_DEVICE_RESERVE_ENV = "KA_DEVICE_RESERVE_BYTES"  # VerifyOptions.device_reserve_bytes, to the children
 POISON_CHUNK_BYTES = 256 << 20  # GPU poison is allocated in chunks this size (plus output-sized blocks)
 POISON_CPU_COPIES = 8  # at least this many output-sized NaN buffers freed before each CPU candidate call
 POISON_CPU_MAX_COPIES = 64  # up to this many, within the byte budget below: enough to drain malloc's free chunks

@@ -310,10 +310,17 @@ def _prepare_process(init_cuda: bool, prime: bool) -> None:
         torch.cuda.init()
         torch.empty(1, device="cuda")  # create the context now, not inside the first measured call
         if prime:  # an evaluation child: its checks' allocations come from one block taken now
-            from builder import config
             from builder.verify.poison import reserve_cuda
 
-            reserve_cuda(config.EVAL_DEVICE_RESERVE_BYTES)
+            reserve_cuda(device_reserve_bytes())
+
+
+def device_reserve_bytes() -> int:
+    """The block an evaluation child takes before its job: the parent's choice (`child_env`), else the config's."""
+    from builder import config
+
+    chosen = os.environ.get(config.EVAL_DEVICE_RESERVE_ENV, "")
+    return int(chosen) if chosen.isdigit() else config.EVAL_DEVICE_RESERVE_BYTES
 
 
 def before_fork() -> None:

@@ -200,8 +200,8 @@ def child_env(options: VerifyOptions) -> dict[str, str]:
     visible = environment.visible_gpu_ids()
     device = visible[options.device_index] if options.device_index < len(visible) else str(options.device_index)
     env = {"CUDA_VISIBLE_DEVICES": device}  # the child sees its GPU as cuda:0
-    if options.device_reserve_bytes is not None:  # the child reads it as config.EVAL_DEVICE_RESERVE_BYTES
-        env["KA_DEVICE_RESERVE_BYTES"] = str(options.device_reserve_bytes)
+    if options.device_reserve_bytes is not None:  # an evaluation child's block (child.device_reserve_bytes)
+        env[config.EVAL_DEVICE_RESERVE_ENV] = str(options.device_reserve_bytes)
     return env
 
 

@@ -51,6 +51,18 @@ def test_the_phase_log_keeps_each_engines_totals_by_process():
     assert phase_log.engines == {"engine-1": TOTALS} and phase_log.phases == []
 
 
+def test_two_gpus_rates_are_read_against_one_gpus_from_the_same_pass():
+    one = {"VERIFIED KERNELS/HOUR": 3500.0, "kernels/hour after the first evaluated record": 3750.0,
+           "kernels/hour from the 25 % to the 75 % record": 4900.0, "wall s": 98.0}  # fmt: skip
+    two = {"VERIFIED KERNELS/HOUR": 5250.0, "kernels/hour after the first evaluated record": 6900.0,
+           "kernels/hour from the 25 % to the 75 % record": float("nan"), "wall s": 66.0}  # fmt: skip
+    assert bench.scaling_lines({1: one, 2: two}) == [
+        "2 GPUs against 1: over the run 1.50x, after the first evaluated record 1.84x"
+    ]  # nan: left out
+    assert bench.scaling_lines({2: two}) == []  # nothing to scale by
+    assert bench.scaling_lines({1: one}) == []
+
+
 def test_the_middle_rate_leaves_out_the_start_and_the_last_records():
     # a slow start (10 s for the first record), then one record a second, then a straggler
     times = [10.0 + i for i in range(11)] + [60.0]

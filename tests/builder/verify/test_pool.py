@@ -17,9 +17,17 @@ from builder.verify.pool import CHILD_MODULE, EvalPool, child_env
 from tests.builder.verify.test_forked import needs_bwrap
 
 
-def test_a_device_reserve_option_reaches_the_childrens_environment():
-    assert "KA_DEVICE_RESERVE_BYTES" not in child_env(VerifyOptions(backend="cuda"))  # the config's, read there
-    assert child_env(VerifyOptions(backend="cuda", device_reserve_bytes=0))["KA_DEVICE_RESERVE_BYTES"] == "0"
+def test_a_device_reserve_option_reaches_the_childrens_environment(monkeypatch):
+    from builder.verify.child import device_reserve_bytes
+
+    name = config.EVAL_DEVICE_RESERVE_ENV
+    assert name not in child_env(VerifyOptions(backend="cuda"))  # the child takes the config's
+    monkeypatch.delenv(name, raising=False)
+    assert device_reserve_bytes() == config.EVAL_DEVICE_RESERVE_BYTES
+    for chosen in (0, 256 << 20):
+        env = child_env(VerifyOptions(backend="cuda", device_reserve_bytes=chosen))
+        monkeypatch.setenv(name, env[name])  # as the sandbox gives it to the child
+        assert device_reserve_bytes() == chosen
     assert child_env(VerifyOptions(backend="cpu", device_reserve_bytes=0)) == {"CUDA_VISIBLE_DEVICES": ""}
 
 
