@@ -30,14 +30,14 @@ COMPARE_CHUNK_ELEMENTS = 1 << 18  # values per chunk when the judge compares on 
 DEGENERATE_STD = 1e-6  # a reference output whose std (or the std along some axis, everywhere) is below this
 DEGENERATE_AXIS_FRACTION = 0.99  # share of near-constant slices along an axis that makes the axis degenerate
 POISON_BYTES = 1 << 30  # bytes of NaN-filled allocations released before each candidate call
-# Every poisoned byte is 0xFF: NaN in fp16, bf16, fp32 and fp64 alike, and no arithmetic's (CUDA's NaN is 0x7FFFFFFF,
+# Every poisoned byte is 0xFF: a NaN in fp16, bf16, fp32 and fp64 that no arithmetic makes (CUDA's is 0x7FFFFFFF,
 # x86's 0xFFC00000); an output element holding it was never written, or copied unwritten: `uninitialized_output`.
 POISON_FILL_BYTE = 0xFF
 PERTURB_SCALE = 0.5  # relative size of the perturbation used by the ignores_input check
 
 # --- timing ------------------------------------------------------------------------------------
 # Untimed warm-up pairs in a timing window: the device's state after the handover (clocks, caches) settles there.
-# Each input set was called once before, on the shared device (lazy set-up, algorithm choice, first output).
+# Each input set was called once before, on the shared device (lazy set-up, algorithm choice, output for the judge).
 WARMUP_CALLS = 10
 WINDOW_WARMUP_MS = 50.0  # fewer in-window warm-up pairs once they have run this long (a slow kernel's first pair)
 TIMED_CALLS = 100
