@@ -355,7 +355,7 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
                 census.mark("after the first evaluated record")
             # A line per record: a run cut short still shows the rate it was reaching.
             phases = phase_log.by_kernel.get(record.kernel_name) or {}
-            where = " ".join(f"{'_'.join(name.split('_')[:2])}={seconds:.1f}" for name, seconds in phases.items()
+            where = " ".join(f"{name}={seconds:.1f}" for name, seconds in phases.items()
                              if not name.startswith(("cpu.", "rq.", "device_allocs.")))  # fmt: skip
             print(f"  [{time.monotonic() - started:7.1f} s] {len(records):3d} {record.task_id:6s} {record.status:14s} "
                   f"eval {record.eval_s or 0:5.1f} s  {where}{profile_note(record) if options.profile else ''}",

@@ -101,9 +101,11 @@ class _Phases:
     """Wall seconds per phase of an evaluation (`phase_s` in the result), under "cpu." names this process's CPU
     seconds (all threads), under "rq." names the main thread's wait for a core (`checks.run_queue_s`);
     "cpu.start_up" and "rq.start_up" are what it used and waited before its job (a pre-started child pays them
-    ahead). On CUDA, "device_allocs." names count the blocks the caching allocator asked the driver for."""
+    ahead). "wait_for_start_up" is how long the job waited for this process to read it (a pre-started child still
+    making its context, an exec'd one importing). On CUDA, "device_allocs." names count the blocks the caching
+    allocator asked the driver for."""
 
-    def __init__(self) -> None:
+    def __init__(self, handed_over_at: float | None = None) -> None:
         from builder.verify.checks import run_queue_s
 
         self._run_queue_s = run_queue_s
@@ -113,6 +115,8 @@ class _Phases:
             "cpu.start_up": round(self._last_cpu, 4),
             "rq.start_up": round(self._last_rq, 4),
         }
+        if isinstance(handed_over_at, (int, float)):  # the parent's clock: the same host's
+            self.seconds["wait_for_start_up"] = round(max(0.0, time.time() - handed_over_at), 4)
         if self._last_allocs is not None:
             self.seconds["device_allocs.start_up"] = self._last_allocs
 
@@ -136,7 +140,7 @@ def _device_allocs() -> int | None:
 
 
 def run_evaluate(job: dict[str, Any]) -> dict[str, Any]:
-    phases = _Phases()
+    phases = _Phases(job.get("handed_over_at"))
     result = _evaluate(job, phases)
     result["phase_s"] = phases.seconds
     return result

@@ -16,6 +16,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -261,7 +262,7 @@ def run_child(job: dict[str, Any], scratch: Path, options: VerifyOptions, timeou
     (SandboxCancelled once `cancel` is set). `on_start` gets the child's process before it reads the job. `fork`:
     a fresh child forked from the evaluation children's zygote where one is up now (`fork_fresh`)."""
     job_path = scratch / "job.json"
-    job_path.write_text(json.dumps(job))
+    job_path.write_text(json.dumps({**job, "handed_over_at": time.time()}))  # the child's wait_for_start_up
     forked = None
     if fork and pooled is None and not env_extra and not argv_prefix:
         forked = fork_fresh(job, scratch, options, writable or ())

@@ -150,6 +150,15 @@ def test_compiled_correct_candidate_from_shared_build(tmp_path, shared_cpu_build
     assert {"load_task_and_fingerprint", "checks", "prepare_timing", "write_outputs", "timing"} <= set(cpu)
     assert cpu["start_up"] > 0.1 and cpu["checks"] > 0
     assert not any(name.startswith("device_allocs.") for name in phases)  # counted only where CUDA is up
+    assert 0 < result["phase_s"]["wait_for_start_up"] < 120  # an exec'd child: the job waited for its imports
+
+
+def test_the_jobs_wait_for_the_childs_start_up_is_a_phase_from_the_parents_clock():
+    from builder.verify.child import _Phases
+
+    assert 2.0 <= _Phases(time.time() - 2.0).seconds["wait_for_start_up"] < 3.0
+    assert 0.0 == _Phases(time.time() + 5.0).seconds["wait_for_start_up"]  # a clock ahead reads as no wait
+    assert "wait_for_start_up" not in _Phases(None).seconds and "wait_for_start_up" not in _Phases("x").seconds
 
 
 def test_compiled_first_row_only_candidate_is_caught(tmp_path, shared_cpu_build, clean_reference):
@@ -179,6 +188,7 @@ def test_model_new_in_a_pre_started_child(tmp_path, clean_reference):
     # (the census itself is tested in test_checks.py); whether it is flagged is not what this test is about.
     assert set(result["flags"]) <= {"uses_torch_ops"}
     assert result["mode"] == "evaluate" and result["runtime"]["n"] == 5
+    assert 0 <= result["phase_s"]["wait_for_start_up"] < 120  # taken at once: its imports may still be running
 
 
 def test_caching_candidate_fails(tmp_path, clean_reference):
