@@ -33,3 +33,12 @@ def test_a_run_cut_short_by_sigterm_reports_what_it_measured(tmp_path):
     assert "cut short after 0 of 2 records" in output, output
     assert "VERIFIED KERNELS/HOUR" in output  # the figures, for the records made
     assert time.monotonic() - began < 60  # the builds in flight were stopped, not waited for
+
+
+def test_bad_device_reserves_are_a_usage_error():
+    for value in ("2G", "-1", "0,x"):
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "benchmarks" / "bench_verify_throughput.py"), "--backend", "cpu",
+             "--device-reserve", value], cwd=ROOT, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 2 and "--device-reserve" in done.stderr, (value, done.stderr[-500:])
