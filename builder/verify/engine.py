@@ -27,11 +27,12 @@ from typing import Any
 from builder import config
 from builder.candidates import Candidate
 from builder.tasks import Task
-from builder.verify import batching, device_engines, environment, milestones, static_scan, verdict
+from builder.verify import batching, device_engines, environment, milestones, static_scan, verdict, work_queue
 from builder.verify.baseline_cache import BaselineCache, eager_disagrees
 from builder.verify.build_queue import BuildQueue
+from builder.verify.clean_reference import ReferenceCache, process_reference_cache
 from builder.verify.compile import CompileResult, build_extension, default_cache_dir, recall_build, remember_members
-from builder.verify.evaluation import ReferenceCache, process_reference_cache, run_judged
+from builder.verify.evaluation import run_judged
 from builder.verify.pool import CHILD_MODULE, EvalPool, PooledChild, build_job, child_env
 from builder.verify.profiling import attach_profiles
 from builder.verify.sandbox import resolve_isolation
@@ -68,6 +69,7 @@ class VerifyOptions:
     fork_references: bool | None = None  # clean reference children forked from the zygote; None: config's
     refill_after_first_reference: bool | None = None  # EvalPool(refill_after=...) in stream(); None: config's
     device_reserve_bytes: int | None = None  # evaluation children's block taken before the job; None: config's
+    take_ready_first: bool | None = None  # workers take candidates whose reference is ready first; None: config's
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -253,7 +255,8 @@ class Verifier:
             return
         milestones.mark("stream_started")
         workers = self._eval_workers()
-        work: queue.Queue = queue.Queue(maxsize=max(2, workers * self.options.batch_size))
+        work = work_queue.ReadyFirstQueue(max(2, workers * self.options.batch_size))  # a reference ready first
+        self.references.listen(work.notify)
         records: queue.Queue = queue.Queue()
         source = iter(pairs)
         stop = threading.Event()
@@ -321,7 +324,7 @@ class Verifier:
                 for thread in compiling:
                     thread.join()
                 for _ in range(workers):
-                    offer(_DONE)
+                    offer(work_queue.END)
 
         def evaluate(device_index: int) -> None:
             options = replace(self.options, device_index=device_index)
@@ -335,8 +338,9 @@ class Verifier:
                                 options.child_module, [cache_root, config.TASKS_DIR], options.fork_children,
                                 self.references.first_ended if wait else None)  # fmt: skip
                 pools.append(pool)
+                readiness = work_queue.evaluation_readiness(self.references, options)
                 with pool:
-                    while (item := work.get()) is not _DONE:
+                    while (item := work.get(readiness)) is not work_queue.END:
                         (candidate, task), compiled = item
                         usable = compiled.ok and pool.covers([task.path.parent, compiled.library_path])
                         milestones.mark("first_build_taken")
@@ -380,14 +384,10 @@ class Verifier:
                     yield item
         finally:
             stop.set()
-            while True:  # unblock a producer waiting on a full queue
-                try:
-                    work.get_nowait()
-                except queue.Empty:
-                    break
+            work.clear()  # unblock a producer waiting on a full queue
             for _ in range(workers):  # and let idle evaluation workers finish
                 try:
-                    work.put_nowait(_DONE)
+                    work.put_nowait(work_queue.END)
                 except queue.Full:
                     break
             for pool in pools:  # pre-started children must not outlive the stream

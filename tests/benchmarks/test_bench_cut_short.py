@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -35,10 +37,13 @@ def test_a_run_cut_short_by_sigterm_reports_what_it_measured(tmp_path):
     assert time.monotonic() - began < 60  # the builds in flight were stopped, not waited for
 
 
-def test_bad_device_reserves_are_a_usage_error():
-    for value in ("2G", "-1", "0,x"):
+@pytest.mark.parametrize("option, values", [("--device-reserve", ("2G", "-1", "0,x")),
+                                            ("--ready-first", ("yes", "on,", "off,maybe")),
+                                            ("--warm-repeat", ("0", "-2", "two"))])  # fmt: skip
+def test_bad_warm_run_settings_are_a_usage_error(option, values):
+    for value in values:
         done = subprocess.run(
             [sys.executable, str(ROOT / "benchmarks" / "bench_verify_throughput.py"), "--backend", "cpu",
-             "--device-reserve", value], cwd=ROOT, capture_output=True, text=True, timeout=120,
+             option, value], cwd=ROOT, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
-        assert done.returncode == 2 and "--device-reserve" in done.stderr, (value, done.stderr[-500:])
+        assert done.returncode == 2 and option in done.stderr, (value, done.stderr[-500:])

@@ -74,7 +74,7 @@ def options(**fields):
 
 @pytest.fixture(scope="module")
 def clean_reference():
-    from builder.verify.evaluation import ReferenceCache
+    from builder.verify.clean_reference import ReferenceCache
 
     references = ReferenceCache()
     reference = references.get(scale_shift_task(), options())

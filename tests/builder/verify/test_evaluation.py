@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from builder.tasks import load_suite
+from builder.verify.clean_reference import ReferenceCache
 from builder.verify.compile import CompileResult
 from builder.verify.device_gate import device_gate
 from builder.verify.engine import Verifier, VerifyOptions
-from builder.verify.evaluation import ReferenceCache, run_judged
+from builder.verify.evaluation import run_judged
 from builder.verify.pool import build_job
 from tests.builder.verify.test_engine import FAKE_CHILD, candidate, fake_children
 

@@ -74,14 +74,14 @@ def test_an_evicted_reference_keeps_its_files_while_an_evaluation_holds_it(tmp_p
     import gc
 
     from builder.tasks import load_suite
-    from builder.verify import evaluation
+    from builder.verify import clean_reference
     from builder.verify.engine import VerifyOptions
 
     def fake_compute(task, options, directory, cancel=None):  # the reference child's files, without running one
-        return evaluation.CleanReference(outputs=write(directory, trial0=torch.ones(2)), manifest={"trials": 1})
+        return clean_reference.CleanReference(outputs=write(directory, trial0=torch.ones(2)), manifest={"trials": 1})
 
-    monkeypatch.setattr(evaluation, "compute_clean_reference", fake_compute)
-    cache = evaluation.ReferenceCache(capacity=1)
+    monkeypatch.setattr(clean_reference, "compute_clean_reference", fake_compute)
+    cache = clean_reference.ReferenceCache(capacity=1)
     suite = load_suite()
     options = VerifyOptions(backend="cpu", seeds=[1])
     held = cache.get(suite.get("1/1"), options)

@@ -11,8 +11,8 @@ import pytest
 from builder import config
 from builder.tasks import load_suite
 from builder.verify import forked, pool
+from builder.verify.clean_reference import compute_clean_reference
 from builder.verify.engine import VerifyOptions
-from builder.verify.evaluation import compute_clean_reference
 from builder.verify.pool import CHILD_MODULE, EvalPool, child_env
 from tests.builder.verify.test_forked import needs_bwrap
 

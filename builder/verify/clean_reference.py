@@ -1,0 +1,209 @@
+"""Clean references (trusted parent side): the reference child (mode "reference") run once per task, seed set
+and tolerance, and the cache every candidate of the task is judged from.
+
+The child's output files stay in a directory private to the parent, never bound into a candidate's sandbox.
+`readiness` tells the evaluation workers' queue (`work_queue`) which candidates can start without waiting.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import tempfile
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from builder import config
+from builder.tasks import Task
+from builder.verify import environment, milestones, tensor_files
+from builder.verify.pool import build_job, run_in_turn
+from builder.verify.reference import public_manifest
+from builder.verify.sandbox import SandboxCancelled
+from builder.verify.work_queue import Readiness
+
+if TYPE_CHECKING:
+    from builder.verify.engine import VerifyOptions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CleanReference:
+    """The clean reference child's outputs (unpacked, CPU) and manifest, or why there are none."""
+
+    outputs: Any = None  # tensor_files.OutputsDir (or a dict of unpacked values)
+    manifest: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    origin: str = "task"  # who failed: the task's code, or the child (crash, timeout)
+    compute_s: float = 0.0
+    owner: Any = field(default=None, repr=False)  # the cache whose directory holds the files: kept alive with them
+
+    def public_manifest(self) -> dict[str, Any]:
+        return public_manifest(self.manifest)
+
+    def file_limit(self) -> int:
+        """The most bytes one of a candidate's output files may hold: one call's outputs, with room to spare."""
+        per_call = sum(int(n) for n in self.manifest.get("output_bytes") or [])
+        return 2 * per_call + config.OUTPUTS_FILE_SLACK_BYTES
+
+
+class ReferenceCache:
+    """Clean references of the tasks in use, computed once each (per build: the seeds are the build's)."""
+
+    def __init__(self, capacity: int = config.REFERENCE_CACHE_TASKS) -> None:
+        self.capacity = capacity
+        # Private to this process: never bound into a candidate's sandbox.
+        self.root = Path(tempfile.mkdtemp(prefix="ka-references-"))
+        self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.root), True)
+        self._entries: OrderedDict[str, CleanReference] = OrderedDict()
+        self._locks: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+        self.computed = 0
+        self.compute_s = 0.0  # wall seconds of the reference children run so far
+        self.ready_at: list[float] = []  # time.monotonic() as each was ready (the bench's view of a start)
+        self.first_ended = threading.Event()  # set once a reference child has ended, ready or failed
+        self._warming: set[str] = set()
+        self._listeners: list[weakref.WeakMethod] = []
+
+    def listen(self, method: Callable[[], None]) -> None:
+        """`method()` after each reference is ready or failed, and after an early start ends; held weakly, so a
+        stream's queue that listens goes with its stream."""
+        with self._lock:
+            self._listeners = [ref for ref in self._listeners if ref() is not None] + [weakref.WeakMethod(method)]
+
+    def _changed(self) -> None:
+        with self._lock:
+            listeners = [ref() for ref in self._listeners]
+        for method in listeners:
+            if method is not None:
+                method()
+
+    def readiness(self, key: str) -> Readiness:
+        """Whether a candidate of this reference's task can start now (`work_queue`)."""
+        with self._lock:
+            if key in self._entries:
+                return Readiness.READY
+            lock = self._locks.get(key)
+            if key in self._warming or (lock is not None and lock.locked()):
+                return Readiness.PREPARING
+            return Readiness.UNPREPARED
+
+    @staticmethod
+    def key(task: Task, options: VerifyOptions) -> str:
+        atol, rtol = task.tolerances()
+        env = environment.environment_fields(options.backend, options.device_index)
+        material = [task.source, options.backend, env["gpu_name"], env["torch_version"], list(options.seeds or []),
+                    options.atol if options.atol is not None else atol,
+                    options.rtol if options.rtol is not None else rtol, options.trials]  # fmt: skip
+        return hashlib.sha256(json.dumps(material).encode()).hexdigest()
+
+    def get(self, task: Task, options: VerifyOptions, cancel: threading.Event | None = None) -> CleanReference:
+        key = self.key(task, options)
+        with self._lock:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:  # one computation per task, while other tasks' candidates go on
+            with self._lock:
+                if key in self._entries:
+                    self._entries.move_to_end(key)
+                    return self._entries[key]
+            directory = self.root / key[:24]
+            try:
+                reference = compute_clean_reference(task, options, directory, cancel)
+            finally:
+                self.first_ended.set()
+            weakref.finalize(reference, shutil.rmtree, str(directory), True)  # the files live as long as it does
+            reference.owner = self
+            self.computed += 1
+            self.compute_s += reference.compute_s
+            self.ready_at.append(time.monotonic())
+            milestones.mark("first_reference_ready")
+            with self._lock:
+                self._entries[key] = reference
+                while len(self._entries) > self.capacity:
+                    # Dropped here; its files go once no evaluation holds it any more.
+                    self._entries.popitem(last=False)
+            self._changed()
+            return reference
+
+    def prewarm(self, task: Task, options: VerifyOptions, executor: Any, cancel: threading.Event | None = None) -> None:
+        """Compute the task's reference now, in a parallel child, rather than when its first candidate reaches
+        an evaluation worker (which would wait for it): a build's first compiles leave the device idle. Only
+        while the cache has room, so nothing computed early is dropped before it is used."""
+        key = self.key(task, options)
+        with self._lock:
+            if key in self._entries or key in self._warming or len(self._entries) + len(self._warming) >= self.capacity:
+                return
+            self._warming.add(key)
+        executor.submit(self._warm, task, options, key, cancel)
+
+    def _warm(self, task: Task, options: VerifyOptions, key: str, cancel: threading.Event | None) -> None:
+        try:
+            self.get(task, options, cancel)
+        except SandboxCancelled:
+            pass  # the build is stopping
+        except Exception as exc:  # noqa: BLE001 - an early start is an optimisation; get() reports failures
+            log.warning("reference of task %s, computed early, failed: %s", task.id, exc)
+        finally:
+            with self._lock:
+                self._warming.discard(key)
+            self._changed()
+
+    def close(self) -> None:
+        self._finalizer()
+
+
+_process_cache: ReferenceCache | None = None
+_process_cache_lock = threading.Lock()
+
+
+def process_reference_cache() -> ReferenceCache:
+    """One cache for callers that bring none (the CLI's verify, a Ray worker's evaluations): a worker that
+    evaluates many candidates of a task computes its clean reference once (the key holds the seeds)."""
+    global _process_cache
+    with _process_cache_lock:
+        if _process_cache is None:
+            _process_cache = ReferenceCache()
+        return _process_cache
+
+
+def compute_clean_reference(task: Task, options: VerifyOptions, directory: Path,
+                            cancel: threading.Event | None = None) -> CleanReference:  # fmt: skip
+    """Run the reference child (the task only, never candidate code); its outputs stay in `directory`. Setting
+    `cancel` kills it (SandboxCancelled: nothing is kept)."""
+    scratch = Path(tempfile.mkdtemp(prefix=config.SCRATCH_PREFIXES["reference"]))
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    try:
+        job = build_job(task, None, None, options, "reference", scratch)
+        job["outputs_dir"] = str(directory)
+        # Its GPU work shares the device with checks, never with a timing window.
+        fork = config.FORK_REFERENCE_CHILDREN if options.fork_references is None else options.fork_references
+        result, outcome = run_in_turn(job, scratch, options, config.REFERENCE_TIMEOUT_S, "reference", exclusive=False,
+                                      writable=[directory], cancel=cancel, fork=fork)  # fmt: skip
+        if result is None or not isinstance(result.get("manifest"), dict):
+            if outcome.timed_out:
+                how = f"timed out after {config.REFERENCE_TIMEOUT_S:g} s"
+            elif result is None:
+                how = f"ended without a result ({outcome.describe()})"
+            else:
+                how = f"failed: {result.get('error')}"
+            tail = outcome.stderr_tail.strip()[-1000:]
+            error = f"the reference child {how}" + (f"; stderr tail:\n{tail}" if tail else "")
+            return CleanReference(error=error, origin="child", compute_s=outcome.wall_s)
+        manifest = result["manifest"]
+        if result.get("status") != "correct":
+            return CleanReference(manifest=manifest, error=str(result.get("error")), compute_s=outcome.wall_s)
+        outputs = tensor_files.OutputsDir(directory, config.REFERENCE_FILE_MAX_BYTES, keep_loaded=False)
+        return CleanReference(outputs=outputs, manifest=manifest, compute_s=outcome.wall_s)
+    except tensor_files.OutputFileError as exc:
+        return CleanReference(error=f"the reference child's outputs: {exc}", origin="child")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
