@@ -13,7 +13,7 @@ variant comment (a new source is a new kernel: no compile-cache hits). Prints fi
                                                  [--warm-gpus 1,2] [--engines N]
                                                  [--judge-poll-max S] [--child-start fork|exec]
                                                  [--fork-references] [--refill-at-once]
-                                                 [--device-reserve 0,N] [--ready-first off,on] [--warm-repeat N]
+                                                 [--device-reserve 0,N] [--warm-repeat N]
 
 While it runs, a stall report (`gate_watch.py`) prints the gate's state and the builder's processes once an
 owner has held the device, or owners have waited for checks, for 30 s. Under a time limit (`timeout`'s SIGTERM)
@@ -26,7 +26,6 @@ and clang-tidy (where installed) attached to each record.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import logging
 import math
@@ -477,10 +476,6 @@ def main() -> None:
                         help="a taken evaluation child's replacement starts at once, not after the build's first "
                              "clean reference (default: the config's, "
                              f"{'after' if config.EVAL_REFILL_AFTER_FIRST_REFERENCE else 'at once'})")  # fmt: skip
-    parser.add_argument("--ready-first", default="",
-                        help="whether evaluation workers take a candidate whose task's reference is ready before "
-                             "older ones, for the warm runs to compare, e.g. off,on (default: the config's, "
-                             f"{'on' if config.EVAL_TAKE_READY_FIRST else 'off'})")  # fmt: skip
     parser.add_argument("--warm-repeat", type=int, default=1,
                         help="the warm runs evaluate each kernel this many times (its build a cache hit each time): "
                              "more candidates per task, as a long build has, without more compiles (default 1)")  # fmt: skip
@@ -509,10 +504,6 @@ def main() -> None:
         parser.error(f"--device-reserve: a comma-separated list of byte counts, not {args.device_reserve!r}")
     if any(n is not None and n < 0 for n in reserves):
         parser.error(f"--device-reserve: byte counts of 0 or more, not {args.device_reserve!r}")
-    switches = {"on": True, "off": False}
-    ready_first = [switches.get(v) for v in args.ready_first.split(",")] if args.ready_first else [None]
-    if args.ready_first and None in ready_first:
-        parser.error(f"--ready-first: a comma-separated list of on and off, not {args.ready_first!r}")
     if args.warm_repeat < 1:
         parser.error(f"--warm-repeat: 1 or more, not {args.warm_repeat}")
     if any(n < 1 for n in warm_gpus) or (warm_gpus and backend != "cuda"):
@@ -549,9 +540,8 @@ def main() -> None:
     if warm_gpus:
         repeated = [(replace(c, kernel_name=f"{c.kernel_name}.{k}"), t) for k in range(args.warm_repeat)
                     for c, t in pairs] if args.warm_repeat > 1 else pairs  # fmt: skip
-        for reserve, first in itertools.product(reserves, ready_first):
-            variant = replace(options, device_reserve_bytes=reserve, take_ready_first=first)
-            measure_warm(repeated, variant, warm_gpus, args.records)
+        for reserve in reserves:
+            measure_warm(repeated, replace(options, device_reserve_bytes=reserve), warm_gpus, args.records)
             if CUT_SHORT.is_set():
                 return
     options = VerifyOptions(backend=backend, trials=config.DEFAULT_TRIALS,
@@ -595,8 +585,6 @@ def measure_warm(pairs, options: VerifyOptions, gpu_counts: list[int], records_p
     variant = (
         "" if options.device_reserve_bytes is None else f", device reserve {options.device_reserve_bytes >> 20} MiB"
     )
-    if options.take_ready_first is not None:
-        variant += f", ready first {'on' if options.take_ready_first else 'off'}"
     try:
         for count in gpu_counts:
             if count > len(visible):

@@ -254,10 +254,11 @@ COMPILE_WORKERS = max(1, (os.cpu_count() or 2) // 2)  # parallel compile childre
 # compile workers; a stream's first builds ramp up from COMPILE_FIRST_BATCH_SIZE (docs/architecture.md).
 COMPILE_BATCH_SIZE = 16
 COMPILE_FIRST_BATCH_SIZE = 4
-COMPILE_WINDOWS_IN_FLIGHT = 2  # windows (batch x workers) queued at once: the next takes workers stragglers leave
+# Windows of candidates (COMPILE_BATCH_SIZE x compile workers) whose builds wait in the queue at once, earlier
+# windows first: the next window's builds take the workers that the last one's stragglers leave idle.
+COMPILE_WINDOWS_IN_FLIGHT = 2
 EVAL_POOL_SIZE = 1  # pre-started evaluation processes per GPU worker, beyond the one running
 EVAL_REFILL_AFTER_FIRST_REFERENCE = True  # a taken child's replacement waits for a first reference (pool.py)
-EVAL_TAKE_READY_FIRST = True  # a worker takes the oldest candidate whose task's reference is ready (work_queue.py)
 FORK_EVALUATION_CHILDREN = True  # forked from a zygote, each into a bwrap sandbox of its own (verify/zygote.py)
 FORK_REFERENCE_CHILDREN = False  # clean references forked from it: no faster on the GPU (docs/gpu-runs.md)
 ZYGOTE_START_TIMEOUT_S = 300.0  # the zygote's imports (torch, torch._dynamo) on a busy box

@@ -1,9 +1,7 @@
 """Clean references (trusted parent side): the reference child (mode "reference") run once per task, seed set
 and tolerance, and the cache every candidate of the task is judged from.
 
-The child's output files stay in a directory private to the parent, never bound into a candidate's sandbox.
-`readiness` tells the evaluation workers' queue (`work_queue`) which candidates can start without waiting.
-"""
+The child's output files stay in a directory private to the parent, never bound into a candidate's sandbox."""
 
 from __future__ import annotations
 
@@ -16,7 +14,6 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +24,6 @@ from builder.verify import environment, milestones, tensor_files
 from builder.verify.pool import build_job, run_in_turn
 from builder.verify.reference import public_manifest
 from builder.verify.sandbox import SandboxCancelled
-from builder.verify.work_queue import Readiness
 
 if TYPE_CHECKING:
     from builder.verify.engine import VerifyOptions
@@ -71,30 +67,6 @@ class ReferenceCache:
         self.ready_at: list[float] = []  # time.monotonic() as each was ready (the bench's view of a start)
         self.first_ended = threading.Event()  # set once a reference child has ended, ready or failed
         self._warming: set[str] = set()
-        self._listeners: list[weakref.WeakMethod] = []
-
-    def listen(self, method: Callable[[], None]) -> None:
-        """`method()` after each reference is ready or failed, and after an early start ends; held weakly, so a
-        stream's queue that listens goes with its stream."""
-        with self._lock:
-            self._listeners = [ref for ref in self._listeners if ref() is not None] + [weakref.WeakMethod(method)]
-
-    def _changed(self) -> None:
-        with self._lock:
-            listeners = [ref() for ref in self._listeners]
-        for method in listeners:
-            if method is not None:
-                method()
-
-    def readiness(self, key: str) -> Readiness:
-        """Whether a candidate of this reference's task can start now (`work_queue`)."""
-        with self._lock:
-            if key in self._entries:
-                return Readiness.READY
-            lock = self._locks.get(key)
-            if key in self._warming or (lock is not None and lock.locked()):
-                return Readiness.PREPARING
-            return Readiness.UNPREPARED
 
     @staticmethod
     def key(task: Task, options: VerifyOptions) -> str:
@@ -130,7 +102,6 @@ class ReferenceCache:
                 while len(self._entries) > self.capacity:
                     # Dropped here; its files go once no evaluation holds it any more.
                     self._entries.popitem(last=False)
-            self._changed()
             return reference
 
     def prewarm(self, task: Task, options: VerifyOptions, executor: Any, cancel: threading.Event | None = None) -> None:
@@ -154,7 +125,6 @@ class ReferenceCache:
         finally:
             with self._lock:
                 self._warming.discard(key)
-            self._changed()
 
     def close(self) -> None:
         self._finalizer()

@@ -27,7 +27,7 @@ from typing import Any
 from builder import config
 from builder.candidates import Candidate
 from builder.tasks import Task
-from builder.verify import batching, device_engines, environment, milestones, static_scan, verdict, work_queue
+from builder.verify import batching, device_engines, environment, milestones, static_scan, verdict
 from builder.verify.baseline_cache import BaselineCache, eager_disagrees
 from builder.verify.build_queue import BuildQueue
 from builder.verify.clean_reference import ReferenceCache, process_reference_cache
@@ -69,7 +69,6 @@ class VerifyOptions:
     fork_references: bool | None = None  # clean reference children forked from the zygote; None: config's
     refill_after_first_reference: bool | None = None  # EvalPool(refill_after=...) in stream(); None: config's
     device_reserve_bytes: int | None = None  # evaluation children's block taken before the job; None: config's
-    take_ready_first: bool | None = None  # workers take candidates whose reference is ready first; None: config's
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -241,8 +240,7 @@ class Verifier:
         return max(1, environment.gpu_count()) if self.options.backend == "cuda" else 1
 
     def _eval_workers(self) -> int:
-        """Workers per device: their children's start-up, checks and judging overlap, while each timing window
-        owns its device (device_gate)."""
+        """Workers per device: their start-ups, checks and judging overlap; each timing window owns the device."""
         default = config.EVAL_WORKERS_PER_GPU if self.options.backend == "cuda" else config.EVAL_WORKERS_CPU
         per_device = self.options.eval_workers if self.options.eval_workers is not None else default
         return self._devices() * max(1, per_device)
@@ -255,8 +253,7 @@ class Verifier:
             return
         milestones.mark("stream_started")
         workers = self._eval_workers()
-        work = work_queue.ReadyFirstQueue(max(2, workers * self.options.batch_size))  # a reference ready first
-        self.references.listen(work.notify)
+        work: queue.Queue = queue.Queue(maxsize=max(2, workers * self.options.batch_size))
         records: queue.Queue = queue.Queue()
         source = iter(pairs)
         stop = threading.Event()
@@ -324,7 +321,7 @@ class Verifier:
                 for thread in compiling:
                     thread.join()
                 for _ in range(workers):
-                    offer(work_queue.END)
+                    offer(_DONE)
 
         def evaluate(device_index: int) -> None:
             options = replace(self.options, device_index=device_index)
@@ -338,9 +335,8 @@ class Verifier:
                                 options.child_module, [cache_root, config.TASKS_DIR], options.fork_children,
                                 self.references.first_ended if wait else None)  # fmt: skip
                 pools.append(pool)
-                readiness = work_queue.evaluation_readiness(self.references, options)
                 with pool:
-                    while (item := work.get(readiness)) is not work_queue.END:
+                    while (item := work.get()) is not _DONE:
                         (candidate, task), compiled = item
                         usable = compiled.ok and pool.covers([task.path.parent, compiled.library_path])
                         milestones.mark("first_build_taken")
@@ -384,10 +380,14 @@ class Verifier:
                     yield item
         finally:
             stop.set()
-            work.clear()  # unblock a producer waiting on a full queue
+            while True:  # unblock a producer waiting on a full queue
+                try:
+                    work.get_nowait()
+                except queue.Empty:
+                    break
             for _ in range(workers):  # and let idle evaluation workers finish
                 try:
-                    work.put_nowait(work_queue.END)
+                    work.put_nowait(_DONE)
                 except queue.Full:
                     break
             for pool in pools:  # pre-started children must not outlive the stream
