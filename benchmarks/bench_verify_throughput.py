@@ -93,6 +93,14 @@ def corpus(backend: str, count: int, task_count: int = 16) -> list[tuple[Candida
     return pairs
 
 
+def repeat_pairs(pairs: list, times: int) -> list:
+    """The mix `times` over, in turn: each copy the same source (its build a cache hit), under a name of its own
+    whose kernel part (before the last "-") is the kernel's, so `copy_agreement` groups the copies with it."""
+    if times <= 1:
+        return list(pairs)
+    return [(replace(c, kernel_name=f"{c.kernel_name}.{k}"), t) for k in range(times) for c, t in pairs]
+
+
 def measure_compile(pairs, options: VerifyOptions) -> dict[str, float]:
     """The same candidates built in shared builds and one by one, each into an empty cache."""
     sources = [(c.source, c.language) for c, _ in pairs]
@@ -538,8 +546,7 @@ def main() -> None:
         if CUT_SHORT.is_set():
             return
     if warm_gpus:
-        repeated = [(replace(c, kernel_name=f"{c.kernel_name}.{k}"), t) for k in range(args.warm_repeat)
-                    for c, t in pairs] if args.warm_repeat > 1 else pairs  # fmt: skip
+        repeated = repeat_pairs(pairs, args.warm_repeat)
         for reserve in reserves:
             measure_warm(repeated, replace(options, device_reserve_bytes=reserve), warm_gpus, args.records)
             if CUT_SHORT.is_set():

@@ -33,3 +33,17 @@ def test_copies_are_grouped_by_task_and_kernel_and_judged_against_their_median()
         "copies: speedups within 5 % of their kernel's median": 2,
     }
     assert bench.copy_agreement(records[-1:]) == {}
+
+
+def test_a_repeated_mix_runs_each_source_again_under_names_grouped_with_their_kernel():
+    from builder.candidates import Candidate
+
+    pairs = [(Candidate(task_id="1/1", source="a", language="cuda", kernel_name="tiled-0"), "task 1/1"),
+             (Candidate(task_id="1/2", source="b", language="cuda", kernel_name="naive-1"), "task 1/2")]  # fmt: skip
+    assert bench.repeat_pairs(pairs, 1) == pairs
+    repeated = bench.repeat_pairs(pairs, 3)
+    assert [c.kernel_name for c, _ in repeated] == ["tiled-0.0", "naive-1.0", "tiled-0.1", "naive-1.1", "tiled-0.2",
+                                                    "naive-1.2"]  # fmt: skip
+    assert [(c.source, t) for c, t in repeated] == [("a", "task 1/1"), ("b", "task 1/2")] * 3  # builds hit the cache
+    records = [record(c.task_id, c.kernel_name, "correct", 1.0) for c, _ in repeated]
+    assert bench.copy_agreement(records)["copies: kernels with copies"] == 2
