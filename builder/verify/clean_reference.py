@@ -1,7 +1,8 @@
 """Clean references (trusted parent side): the reference child (mode "reference") run once per task, seed set
 and tolerance, and the cache every candidate of the task is judged from.
 
-The child's output files stay in a directory private to the parent, never bound into a candidate's sandbox."""
+The child's output files stay in a directory private to the parent, never bound into a candidate's sandbox.
+"""
 
 from __future__ import annotations
 
