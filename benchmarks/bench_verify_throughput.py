@@ -6,7 +6,8 @@ record (`cpu_census.py`).
 
 Runs the CUDA backend when a GPU is visible, else the CPU backend (slow: a CPU torch extension build
 takes tens of seconds here). Distinct kernels are made from the bundled corpus by appending a
-variant comment (a new source is a new kernel: no compile-cache hits). Prints figures and the machine.
+variant comment (a new source is a new kernel: no compile-cache hits); `--warm-repeat N` evaluates each of them N
+times in the warm runs, on its cached build. Prints figures and the machine.
 
     python benchmarks/bench_verify_throughput.py [--kernels N] [--tasks N] [--backend cuda|cpu]
                                                  [--eval-workers 1,4] [--skip startup,compile] [--profile]
