@@ -202,7 +202,8 @@ def engine_lines(totals: dict, started: float) -> list[str]:
     children = totals.get("baseline_children_s") or []
     last = totals.get("last_record_at")
     return [f"started at {totals.get('started_at', started) - started:.1f} s; {totals.get('records')} records"
-            + (f", the last at {last - started:.1f} s" if isinstance(last, (int, float)) else ""),
+            + (f", the last at {last - started:.1f} s" if isinstance(last, (int, float)) else "")
+            + ("; stopped before its stream's end" if totals.get("stopped") else ""),
             milestone_line(totals.get("milestones") or {}, started),
             f"clean references: {totals.get('references')}, {totals.get('reference_s', 0.0) / references:.2f} s each;"
             f" ready at {', '.join(f'{at:.1f}' for at in sorted(ready)[:4])}{' ...' if len(ready) > 4 else ''} s",
@@ -423,7 +424,7 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
              f"{label}: kernels/hour from the 25 % to the 75 % record": middle_rate(times)}  # fmt: skip
     if verifier.engine_devices:  # builds, gates, references and baselines live in the engines' own processes
         print(f"  {label}: {len(verifier.engine_devices)} engine processes: each one's device, references and "
-              "baselines from its totals (none from an engine stopped before its stream's end); no compile figures")  # fmt: skip
+              "baselines from its totals (an engine stopped before its stream's end: until then); no compile figures")  # fmt: skip
         for name, totals in sorted(phase_log.engines.items()):
             for line in engine_lines(totals, started):
                 print(f"  {label}: {name}: {line}")

@@ -55,16 +55,17 @@ def _import_torch() -> None:
     milestones.mark("torch_imported")
 
 
-def engine_totals(verifier: Verifier, started_at: float, records: int,
-                  last_record_at: float | None = None) -> dict[str, Any]:  # fmt: skip
+def engine_totals(verifier: Verifier, started_at: float, records: int, last_record_at: float | None = None,
+                  stopped: bool = False) -> dict[str, Any]:  # fmt: skip
     """What an engine's stream did beside its records, for the throughput bench: its device's time (`GateStats`),
     its clean references and baseline children, and when it started, each reference was ready and its last record
-    went out (time.monotonic(), one clock for every process of the machine)."""
+    went out (time.monotonic(), one clock for every process of the machine). `stopped`: before its stream's end,
+    its records counted as far as it got (the one it was sending as it was stopped perhaps not)."""
     from builder.verify import milestones
     from builder.verify.device_gate import device_gate
 
     gate = device_gate(verifier.options.backend, 0).snapshot()
-    return {"records": records, "started_at": started_at, "last_record_at": last_record_at,
+    return {"records": records, "started_at": started_at, "last_record_at": last_record_at, "stopped": stopped,
             "milestones": milestones.marks(), "gate": asdict(gate),
             "references": verifier.references.computed, "reference_s": verifier.references.compute_s,
             "reference_ready_at": list(verifier.references.ready_at),
@@ -114,28 +115,35 @@ def _engine_main(connection: Connection) -> int:
     verifier = Verifier(options)
     milestones.mark("verifier_ready")
     records, made, last_record_at = verifier.stream(pairs()), 0, None
+    ended = False
     try:
         for record in records:
             sequence = sequences[_key(record.task_id, record.kernel_id, record.kernel_name)].popleft()
             send(("record", sequence, record))
             made, last_record_at = made + 1, time.monotonic()
+        ended = True
         _log_totals(verifier, started_at, made, last_record_at)
         send(("done",))
         return 0
     except Exception as exc:  # noqa: BLE001 - said to the parent, which raises it in the build
+        ended = True
         send(("error", f"{type(exc).__name__}: {exc}"))
         send(("done",))
         return 1
     finally:
         records.close()  # stops its builds and children (SIGTERM lands here through SystemExit)
+        if not ended:  # stopped (a build or a bench cut short): its figures so far, while the parent still reads
+            _log_totals(verifier, started_at, made, last_record_at, stopped=True)
 
 
-def _log_totals(verifier: Verifier, started_at: float, made: int, last_record_at: float | None) -> None:
+def _log_totals(verifier: Verifier, started_at: float, made: int, last_record_at: float | None,
+                stopped: bool = False) -> None:  # fmt: skip
     log = logging.getLogger("builder.verify.engine")  # the engine's logger: where the bench listens
     if not log.isEnabledFor(logging.DEBUG):
         return
     try:
-        log.debug("engine totals: %s", json.dumps(engine_totals(verifier, started_at, made, last_record_at)))
+        totals = engine_totals(verifier, started_at, made, last_record_at, stopped)
+        log.debug("engine totals: %s", json.dumps(totals))
     except Exception as exc:  # noqa: BLE001 - figures for a bench: never the stream's failure
         log.debug("engine totals unavailable: %s", exc)
 

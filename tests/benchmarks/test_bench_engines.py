@@ -32,6 +32,14 @@ def test_an_engines_totals_read_as_figures_from_the_runs_start():
                         "an owner waited 0.10, held by nobody 0.03; checks yielded per kernel 1.20")  # fmt: skip
 
 
+def test_an_engine_stopped_before_its_streams_end_says_so():
+    stopped = {**TOTALS, "stopped": True}
+    assert bench.engine_lines(stopped, started=100.0)[0] == (
+        "started at 1.5 s; 10 records, the last at 31.2 s; stopped before its stream's end"
+    )
+    assert bench.engine_lines(stopped, started=100.0)[1:] == bench.engine_lines(TOTALS, started=100.0)[1:]
+
+
 def test_an_engine_without_milestones_says_so():
     assert bench.milestone_line({}, started=0.0) == "milestones: none"
     assert bench.engine_lines({"records": 0}, started=0.0)[0] == "started at 0.0 s; 0 records"

@@ -227,10 +227,11 @@ def test_an_engine_killed_mid_stream_loses_no_pair_and_repeats_none(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_closing_the_stream_stops_every_engine_and_its_children(tmp_path):
+def test_closing_the_stream_stops_every_engine_and_its_children(tmp_path, caplog):
     pairs = fixture_pairs(["incorrect_wrong_result.py", "timeout_infinite_loop.py"] * 3)  # a quick record first
     options = VerifyOptions(backend="cpu", engines=2, timeout_s=120, build_cache_dir=tmp_path / "builds",
                             baseline_cache_dir=tmp_path / "baselines")  # fmt: skip
+    caplog.set_level(logging.DEBUG, logger="builder.verify.engine")  # as the bench listens for engines' totals
     stream = Verifier(options).stream(pairs)
     next(stream)
     engines = engine_processes()
@@ -240,3 +241,8 @@ def test_closing_the_stream_stops_every_engine_and_its_children(tmp_path):
     assert time.monotonic() - began < config.ENGINE_STOP_GRACE_S
     gone, alive = psutil.wait_procs(engines + descendants, timeout=10)
     assert not alive, [p.info if hasattr(p, "info") else p.pid for p in alive]
+    # a stopped engine still reports its figures so far (a bench cut short shows each engine's device and start)
+    totals = {r.processName: json.loads(r.getMessage().removeprefix("engine totals: ")) for r in caplog.records
+              if r.getMessage().startswith("engine totals: ")}  # fmt: skip
+    assert set(totals) == {"engine-0", "engine-1"}, totals
+    assert all(engine["stopped"] and "first_window_received" in engine["milestones"] for engine in totals.values())
