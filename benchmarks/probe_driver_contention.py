@@ -16,8 +16,11 @@ of its own (CUDA_VISIBLE_DEVICES: one GPU), timing these steps in rounds, wall a
   does (wall and CPU of the process, from its parent worker), and the parts of its wall: `.start` (the
   interpreter, and torch's import with `--fresh-kind torch`), `.init` (the context), `.alloc` (the block; with
   torch also a matmul, which starts cuBLAS), with torch `.first_ops` (the first use of the ops a trial's set-up
-  and checks start with: each loads its kernels) and `.ops_again` (the same ops on other sizes), and `.exit`
-  (its last mark to its end: the teardown).
+  and checks start with: each loads its kernels), `.ops_again` (the same ops on other sizes), `.profiler` (a
+  CUDA profiler session around a matmul, as the op census's: CUPTI's set-up in a process's first) and
+  `.profiler_again` (a second), and `.exit` (its last mark to its end: the teardown). With
+  `--fresh-env KA_PROBE_PRIME_PROFILER=1` it first runs an empty profiler session after its context
+  (`.empty_profiler`), as a pre-started child could before its job, and fails if that session ran device work.
 
 A step whose wall grows with the second GPU while its CPU seconds stay put waits on something both GPUs share.
 `--fresh-env NAME=VALUE` sets a variable in the fresh processes only, to see what a driver setting saves.
@@ -64,12 +67,22 @@ print(json.dumps(marks), flush=True)
 FRESH_TORCH = """
 import time
 marks = {}
-import json, os, torch
+import json, os, sys, torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile
+
 marks["started"] = time.time()
 torch.cuda.init()
 torch.empty(1, device="cuda")
 torch.cuda.synchronize()
 marks["init_done"] = time.time()
+ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+if os.environ.get("KA_PROBE_PRIME_PROFILER") == "1":  # as a pre-started child could, before its job
+    with profile(activities=ACTIVITIES) as empty:
+        pass
+    if any(event.device_type == DeviceType.CUDA for event in empty.events()):
+        sys.exit("the empty profiler session ran device work")
+    marks["empty_profiler_done"] = time.time()
 a = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
 b = torch.ones(1024, 1024, device="cuda")
 (b @ b).sum().item()
@@ -92,6 +105,12 @@ marks["first_ops_done"] = time.time()
 ops(3 << 20)
 torch.cuda.synchronize()
 marks["ops_again_done"] = time.time()
+for part in ("profiler", "profiler_again"):  # the op census's session, then the same once more
+    with profile(activities=ACTIVITIES) as session:
+        (b @ b).sum()
+        torch.cuda.synchronize()
+    list(session.events())
+    marks[f"{part}_done"] = time.time()
 print(json.dumps(marks), flush=True)
 os._exit(0)  # as an evaluation child ends: no interpreter teardown
 """

@@ -82,3 +82,20 @@ def test_without_a_gpu_the_workers_say_so_and_the_probe_fails(capsys):
         pytest.skip("a GPU is visible: the probe would run")
     assert probe.main(["--gpus", "1", "--workers", "1", "--rounds", "1"]) == 1
     assert "no timings" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("primed", [False, True])
+def test_the_fresh_torch_process_times_a_profiler_session_and_can_prime_one_first(monkeypatch, primed):
+    # The torch process itself, on the CPU: its device calls made no-ops, its tensors on the host.
+    source = probe.FRESH_TORCH
+    for cuda_call in ("torch.cuda.init()", "torch.cuda.synchronize()"):
+        source = source.replace(cuda_call, "None")
+    source = source.replace('device="cuda"', 'device="cpu"').replace("ProfilerActivity.CUDA]", "]")
+    monkeypatch.setitem(probe.FRESH_SOURCES, "torch on the cpu", source)
+    env = {**os.environ, "KA_PROBE_PRIME_PROFILER": "1" if primed else "0"}
+    rows = probe.fresh_context_rows("torch on the cpu", env)
+    parts = [row["step"].removeprefix("fresh_context.") for row in rows[1:]]
+    expected = ["start", "init", *(["empty_profiler"] if primed else []), "alloc", "first_ops", "ops_again",
+                "profiler", "profiler_again", "exit"]  # fmt: skip
+    assert parts == expected
+    assert all(row["wall_s"] >= 0 for row in rows)
