@@ -9,7 +9,7 @@ of its own (CUDA_VISIBLE_DEVICES: one GPU), timing these steps in rounds, wall a
 - `profiler`: a torch.profiler (CUPTI) session around one small matmul, as the op census does;
 - `compute`: ten 2048² matmuls and a synchronisation, the GPU's own work (the control);
 - `copies`: 64 MiB from pageable host memory to the device and back, as a child's inputs and outputs go;
-- `mem_get_info`: the device's free memory, asked of the driver (the poison's budget);
+- `mem_get_info`: the device's free memory, asked of the driver (what the poison may take);
 - `events`: two timing events made, recorded around nothing and read, as each timed call makes them;
 - `poison`: the checks' NaN poison before a call (`builder.verify.poison.poison_cuda`, a 16 MiB output);
 - `fresh_context`: a fresh process makes a CUDA context, allocates 256 MiB and exits, as every evaluation child
@@ -17,10 +17,10 @@ of its own (CUDA_VISIBLE_DEVICES: one GPU), timing these steps in rounds, wall a
   interpreter, and torch's import with `--fresh-kind torch`), `.init` (the context), `.alloc` (the block; with
   torch also a matmul, which starts cuBLAS), with torch `.first_ops` (the first use of the ops a trial's set-up
   and checks start with: each loads its kernels), `.ops_again` (the same ops on other sizes), `.profiler` (a
-  CUDA profiler session around a matmul, as the op census's: CUPTI's set-up in a process's first) and
+  CUDA profiler run around a matmul, as the op census's: CUPTI's set-up in a process's first) and
   `.profiler_again` (a second), and `.exit` (its last mark to its end: the teardown). With
-  `--fresh-env KA_PROBE_PRIME_PROFILER=1` it first runs an empty profiler session after its context
-  (`.empty_profiler`), as a pre-started child could before its job, and fails if that session ran device work.
+  `--fresh-env KA_PROBE_PRIME_PROFILER=1` it first profiles nothing right after its context
+  (`.empty_profiler`), as a pre-started child could before its job, and fails if that run did device work.
 
 A step whose wall grows with the second GPU while its CPU seconds stay put waits on something both GPUs share.
 `--fresh-env NAME=VALUE` sets a variable in the fresh processes only, to see what a driver setting saves.
@@ -81,7 +81,7 @@ if os.environ.get("KA_PROBE_PRIME_PROFILER") == "1":  # as a pre-started child c
     with profile(activities=ACTIVITIES) as empty:
         pass
     if any(event.device_type == DeviceType.CUDA for event in empty.events()):
-        sys.exit("the empty profiler session ran device work")
+        sys.exit("the empty profiler run did device work")
     marks["empty_profiler_done"] = time.time()
 a = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
 b = torch.ones(1024, 1024, device="cuda")
@@ -105,11 +105,11 @@ marks["first_ops_done"] = time.time()
 ops(3 << 20)
 torch.cuda.synchronize()
 marks["ops_again_done"] = time.time()
-for part in ("profiler", "profiler_again"):  # the op census's session, then the same once more
-    with profile(activities=ACTIVITIES) as session:
+for part in ("profiler", "profiler_again"):  # the op census's profiler run, then the same once more
+    with profile(activities=ACTIVITIES) as census:
         (b @ b).sum()
         torch.cuda.synchronize()
-    list(session.events())
+    list(census.events())
     marks[f"{part}_done"] = time.time()
 print(json.dumps(marks), flush=True)
 os._exit(0)  # as an evaluation child ends: no interpreter teardown
