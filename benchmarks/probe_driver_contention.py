@@ -14,7 +14,8 @@ of its own (CUDA_VISIBLE_DEVICES: one GPU), timing these steps in rounds, wall a
 - `poison`: the checks' NaN poison before a call (`builder.verify.poison.poison_cuda`, a 16 MiB output);
 - `fresh_context`: a fresh process makes a CUDA context, allocates 256 MiB and exits, as every evaluation child
   does (wall and CPU of the process, from its parent worker), and the parts of its wall: `.start` (the
-  interpreter, and torch's import with `--fresh-kind torch`), `.init` (the context), `.alloc` (the block; with
+  interpreter, and torch's import with `--fresh-kind torch`), `.init` (the context), with torch `.dynamo_import` (torch._dynamo, which a profiler run imports and a
+  pre-started child imports before its job), `.alloc` (the block; with
   torch also a matmul, which starts cuBLAS), with torch `.first_ops` (the first use of the ops a trial's set-up
   and checks start with: each loads its kernels), `.ops_again` (the same ops on other sizes), `.profiler` (a
   CUDA profiler run around a matmul, as the op census's: CUPTI's set-up in a process's first) and
@@ -76,6 +77,9 @@ torch.cuda.init()
 torch.empty(1, device="cuda")
 torch.cuda.synchronize()
 marks["init_done"] = time.time()
+import torch._dynamo  # noqa: F401  (a profiler run imports it: seconds a pre-started child pays before its job)
+
+marks["dynamo_import_done"] = time.time()
 ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
 if os.environ.get("KA_PROBE_PRIME_PROFILER") == "1":  # as a pre-started child could, before its job
     with profile(activities=ACTIVITIES) as empty:
