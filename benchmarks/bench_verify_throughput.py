@@ -14,7 +14,8 @@ times in the warm runs, on its cached build. Prints figures and the machine.
                                                  [--warm-gpus 1,2] [--engines N]
                                                  [--judge-poll-max S] [--child-start fork|exec]
                                                  [--fork-references] [--refill-at-once]
-                                                 [--device-reserve 0,N] [--warm-repeat N]
+                                                 [--device-reserve 0,N] [--device-connections default,N]
+                                                 [--warm-repeat N]
 
 While it runs, a stall report (`gate_watch.py`) prints the gate's state and the builder's processes once an
 owner has held the device, or owners have waited for checks, for 30 s. Under a time limit (`timeout`'s SIGTERM)
@@ -27,6 +28,7 @@ and clang-tidy (where installed) attached to each record.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import math
@@ -482,6 +484,9 @@ def main() -> None:
                         help="bytes each evaluation child takes from the driver before its job, for the warm runs "
                              "to compare, e.g. 0,2147483648 (default: the config's, "
                              f"{config.EVAL_DEVICE_RESERVE_BYTES})")  # fmt: skip
+    parser.add_argument("--device-connections", default="",
+                        help="CUDA_DEVICE_MAX_CONNECTIONS in every child for the warm runs to compare, 'default' "
+                             "for the driver's, e.g. default,2: fewer work queues make a CUDA context cheaper")  # fmt: skip
     parser.add_argument("--refill-at-once", action="store_true",
                         help="a taken evaluation child's replacement starts at once, not after the build's first "
                              "clean reference (default: the config's, "
@@ -514,6 +519,13 @@ def main() -> None:
         parser.error(f"--device-reserve: a comma-separated list of byte counts, not {args.device_reserve!r}")
     if any(n is not None and n < 0 for n in reserves):
         parser.error(f"--device-reserve: byte counts of 0 or more, not {args.device_reserve!r}")
+    try:
+        connections = [None if v == "default" else int(v) for v in args.device_connections.split(",")] \
+            if args.device_connections else [None]  # fmt: skip
+    except ValueError:
+        parser.error(f"--device-connections: 'default' or counts, comma-separated, not {args.device_connections!r}")
+    if any(n is not None and n < 1 for n in connections):
+        parser.error(f"--device-connections: counts of 1 or more, not {args.device_connections!r}")
     if args.warm_repeat < 1:
         parser.error(f"--warm-repeat: 1 or more, not {args.warm_repeat}")
     if any(n < 1 for n in warm_gpus) or (warm_gpus and backend != "cuda"):
@@ -549,8 +561,9 @@ def main() -> None:
             return
     if warm_gpus:
         repeated = repeat_pairs(pairs, args.warm_repeat)
-        for reserve in reserves:
-            measure_warm(repeated, replace(options, device_reserve_bytes=reserve), warm_gpus, args.records)
+        for reserve, queues in itertools.product(reserves, connections):
+            variant = replace(options, device_reserve_bytes=reserve, device_connections=queues)
+            measure_warm(repeated, variant, warm_gpus, args.records)
             if CUT_SHORT.is_set():
                 return
     options = VerifyOptions(backend=backend, trials=config.DEFAULT_TRIALS,
@@ -593,7 +606,7 @@ def measure_warm(pairs, options: VerifyOptions, gpu_counts: list[int], records_p
     rates: dict[int, dict[str, float]] = {}
     variant = (
         "" if options.device_reserve_bytes is None else f", device reserve {options.device_reserve_bytes >> 20} MiB"
-    )
+    ) + ("" if options.device_connections is None else f", {options.device_connections} device connections")
     try:
         for count in gpu_counts:
             if count > len(visible):

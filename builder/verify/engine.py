@@ -69,7 +69,7 @@ class VerifyOptions:
     fork_references: bool | None = None  # clean reference children forked from the zygote; None: config's
     refill_after_first_reference: bool | None = None  # EvalPool(refill_after=...) in stream(); None: config's
     device_reserve_bytes: int | None = None  # evaluation children's block taken before the job; None: config's
-    extra: dict[str, Any] = field(default_factory=dict)
+    device_connections: int | None = None  # CUDA_DEVICE_MAX_CONNECTIONS (bench only: unrecorded); None: the driver's
 
     def __post_init__(self) -> None:
         if self.backend not in ("cuda", "cpu"):

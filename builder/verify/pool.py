@@ -203,6 +203,8 @@ def child_env(options: VerifyOptions) -> dict[str, str]:
     env = {"CUDA_VISIBLE_DEVICES": device}  # the child sees its GPU as cuda:0
     if options.device_reserve_bytes is not None:  # an evaluation child's block (child.device_reserve_bytes)
         env[config.EVAL_DEVICE_RESERVE_ENV] = str(options.device_reserve_bytes)
+    if options.device_connections is not None:  # read by the driver when the child makes its context
+        env["CUDA_DEVICE_MAX_CONNECTIONS"] = str(options.device_connections)
     return env
 
 

@@ -38,6 +38,7 @@ def test_a_run_cut_short_by_sigterm_reports_what_it_measured(tmp_path):
 
 
 @pytest.mark.parametrize("option, values", [("--device-reserve", ("2G", "-1", "0,x")),
+                                            ("--device-connections", ("0", "default,-1", "eight")),
                                             ("--warm-repeat", ("0", "-2", "two"))])  # fmt: skip
 def test_bad_warm_run_settings_are_a_usage_error(option, values):
     for value in values:

@@ -31,6 +31,14 @@ def test_a_device_reserve_option_reaches_the_childrens_environment(monkeypatch):
     assert child_env(VerifyOptions(backend="cpu", device_reserve_bytes=0)) == {"CUDA_VISIBLE_DEVICES": ""}
 
 
+def test_a_device_connections_option_reaches_the_childrens_environment():
+    # The driver reads it when the child makes its CUDA context; unset, the child gets the driver's default.
+    assert "CUDA_DEVICE_MAX_CONNECTIONS" not in child_env(VerifyOptions(backend="cuda"))
+    env = child_env(VerifyOptions(backend="cuda", device_connections=2))
+    assert env["CUDA_DEVICE_MAX_CONNECTIONS"] == "2"
+    assert child_env(VerifyOptions(backend="cpu", device_connections=2)) == {"CUDA_VISIBLE_DEVICES": ""}
+
+
 def test_no_zygote_is_waited_for_nor_started():
     assert forked.running_zygote("tests.fixtures.sandbox.none_started") is None
     held = threading.Event()
