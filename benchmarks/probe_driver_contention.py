@@ -14,12 +14,12 @@ of its own (CUDA_VISIBLE_DEVICES: one GPU), timing these steps in rounds, wall a
 - `poison`: the checks' NaN poison before a call (`builder.verify.poison.poison_cuda`, a 16 MiB output);
 - `fresh_context`: a fresh process makes a CUDA context, allocates 256 MiB and exits, as every evaluation child
   does (wall and CPU of the process, from its parent worker), and the parts of its wall: `.start` (the
-  interpreter, and torch's import with `--fresh-kind torch`), `.init` (the context), with torch `.dynamo_import` (torch._dynamo, which a profiler run imports and a
-  pre-started child imports before its job), `.alloc` (the block; with
-  torch also a matmul, which starts cuBLAS), with torch `.first_ops` (the first use of the ops a trial's set-up
-  and checks start with: each loads its kernels), `.ops_again` (the same ops on other sizes), `.profiler` (a
-  CUDA profiler run around a matmul, as the op census's: CUPTI's set-up in a process's first) and
-  `.profiler_again` (a second), and `.exit` (its last mark to its end: the teardown). With
+  interpreter, and torch's import with `--fresh-kind torch`), `.init` (the context), with torch
+  `.dynamo_import` (torch._dynamo, which a profiler run imports and a pre-started child imports before its job),
+  `.alloc` (the block; with torch also a matmul, which starts cuBLAS), with torch `.first_ops` (the first use of
+  the ops a trial's set-up and checks start with: each loads its kernels), `.ops_again` (the same ops on other
+  sizes), `.profiler` (a CUDA profiler run around a matmul, as the op census's: CUPTI's set-up in a process's
+  first) and `.profiler_again` (a second), and `.exit` (its last mark to its end: the teardown). With
   `--fresh-env KA_PROBE_PRIME_PROFILER=1` it first profiles nothing right after its context
   (`.empty_profiler`), as a pre-started child could before its job, and fails if that run did device work.
 

@@ -95,7 +95,7 @@ def test_the_fresh_torch_process_times_a_profiler_run_and_can_prime_one_first(mo
     env = {**os.environ, "KA_PROBE_PRIME_PROFILER": "1" if primed else "0"}
     rows = probe.fresh_context_rows("torch on the cpu", env)
     parts = [row["step"].removeprefix("fresh_context.") for row in rows[1:]]
-    expected = ["start", "init", "dynamo_import", *(["empty_profiler"] if primed else []), "alloc", "first_ops", "ops_again",
-                "profiler", "profiler_again", "exit"]  # fmt: skip
+    expected = ["start", "init", "dynamo_import", *(["empty_profiler"] if primed else []), "alloc", "first_ops",
+                "ops_again", "profiler", "profiler_again", "exit"]  # fmt: skip
     assert parts == expected
     assert all(row["wall_s"] >= 0 for row in rows)
