@@ -24,7 +24,8 @@ of its own (CUDA_VISIBLE_DEVICES: one GPU), timing these steps in rounds, wall a
   (`.empty_profiler`), as a pre-started child could before its job, and fails if that run did device work.
 
 A step whose wall grows with the second GPU while its CPU seconds stay put waits on something both GPUs share.
-`--fresh-env NAME=VALUE` sets a variable in the fresh processes only, to see what a driver setting saves.
+`--fresh-env NAME=VALUE` sets a variable in the fresh processes only, to see what a driver setting saves (with
+`CUDA_DEVICE_MAX_CONNECTIONS=1` each context gets one hardware work queue instead of the driver's eight).
 
     python benchmarks/probe_driver_contention.py [--workers 8] [--rounds 20] [--gpus 1,2] [--steps alloc,...]
         [--fresh-kind driver|torch] [--fresh-env NAME=VALUE ...] [--out F.json]

@@ -122,17 +122,20 @@ from builder.verify.engine import Verifier, VerifyOptions
 from schemas import record_to_dict
 
 jobs, backend, timeout_s = json.loads(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+queues = int(sys.argv[4]) if sys.argv[4] else None
 pairs = []
 for job in jobs:
     suite = Path(job["suite"]) if job["suite"] else None
     candidate, task, _ = resolve_candidate(Path(job["file"]), job["task"], suite, backend)
     pairs.append((replace(candidate, kernel_name=job["name"]), task))
-for record in Verifier(VerifyOptions(backend=backend, timeout_s=timeout_s)).stream(pairs):
+for record in Verifier(VerifyOptions(backend=backend, timeout_s=timeout_s, device_connections=queues)).stream(pairs):
     print(json.dumps(record_to_dict(record)), flush=True)
 """
 
 
-def run_stream(backend: str, cache_dir: Path) -> dict[str, dict]:
+def run_stream(backend: str, cache_dir: Path, work_queues: int | None = None) -> dict[str, dict]:
+    """Every fixture of the backend through one `Verifier.stream`; `work_queues`: CUDA_DEVICE_MAX_CONNECTIONS in
+    its children (None: the driver's)."""
     names = fixtures_for(backend)
     jobs = []
     for name in names:
@@ -141,8 +144,8 @@ def run_stream(backend: str, cache_dir: Path) -> dict[str, dict]:
                      "suite": str(suite or "")})  # fmt: skip
     timeout_s = min(spec.get("timeout_s", STREAM_TIMEOUT_S) for spec in MANIFEST.values())
     env = dict(os.environ, KA_CACHE_DIR=str(cache_dir), **{SECRET_NAME: "leaked-if-you-can-read-this"})
-    done = subprocess.run([sys.executable, "-c", STREAM_SCRIPT, json.dumps(jobs), backend, str(timeout_s)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=CLI_TIMEOUT_S)  # fmt: skip
+    argv = [sys.executable, "-c", STREAM_SCRIPT, json.dumps(jobs), backend, str(timeout_s), str(work_queues or "")]
+    done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=CLI_TIMEOUT_S)  # fmt: skip
     records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     by_name = {record["kernel_name"]: record for record in records}
     assert len(records) == len(by_name) == len(names), (
@@ -269,6 +272,21 @@ def test_cpu_fixture_verdict_in_a_stream(fixture, cpu_stream_outcomes):
 @pytest.mark.parametrize("fixture", fixtures_for("cuda"))
 def test_cuda_fixture_verdict_in_a_stream(fixture, cuda_stream_outcomes):
     assert_verdict(fixture, cuda_stream_outcomes[fixture])
+
+
+@pytest.fixture(scope="session")
+def cuda_two_queue_stream_outcomes(tmp_path_factory):
+    return run_stream("cuda", tmp_path_factory.mktemp("adversarial_stream_cuda_two_queues"), work_queues=2)
+
+
+@needs_cli
+@pytest.mark.gpu
+@pytest.mark.timeout(SETUP_TIMEOUT_S)
+@pytest.mark.parametrize("fixture", fixtures_for("cuda"))
+def test_cuda_fixture_verdict_with_two_work_queues_a_context(fixture, cuda_two_queue_stream_outcomes):
+    # Fewer hardware work queues make a CUDA context cheaper to make (docs/gpu-runs.md) but let a candidate's
+    # streams share one: no verdict may change before the verifier could use fewer (the bench's --device-connections).
+    assert_verdict(fixture, cuda_two_queue_stream_outcomes[fixture])
 
 
 def test_manifest_names_existing_files_and_known_verdicts():
