@@ -2,8 +2,8 @@
 
 The child sees a read-only root with the user's credentials hidden (`hidden_paths`), a minimal /dev (the GPU's
 nodes where it needs them), its own /proc with the host-wide settings read-only (`PROC_READ_ONLY`), a private /tmp
-through which only its inputs and its writable folders show, no network, a PID namespace and session of its own
-that die with bwrap, and no capability, also when the builder runs as root.
+through which only its inputs and its writable folders show, no network, a PID and an IPC namespace and a session
+of its own that die with bwrap, and no capability, also when the builder runs as root.
 """
 
 from __future__ import annotations
@@ -82,7 +82,9 @@ def bwrap_args(
     for path in [*([scratch] if scratch else []), *extra_binds]:
         path = Path(path).resolve()  # bwrap would resolve a relative source against its own cwd
         args += ["--bind", str(path), str(path)]
-    args += ["--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session"]
+    # An IPC namespace of its own: System V shared memory, semaphores and message queues are otherwise the host's,
+    # and a root uid may attach any segment root made (its mode checks the uid alone), another child's too.
+    args += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session"]
     if os.geteuid() == 0:
         # bwrap started by root leaves the child every capability: it could remount the read-only root writable
         # and change torch, a task file or another candidate's build. Started by anyone else, it leaves none.

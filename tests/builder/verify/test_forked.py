@@ -21,6 +21,7 @@ from builder.verify import bubblewrap, forked, sandbox, zygote
 from builder.verify.forked import ForkedProcess
 from builder.verify.pool import EvalPool
 from builder.verify.sandbox import SandboxedProcess
+from tests.fixtures.sandbox.probe_child import host_shared_memory
 
 PROBE_CHILD = "tests.fixtures.sandbox.probe_child"
 needs_bwrap = pytest.mark.skipif(not bubblewrap.bwrap_usable(), reason="bubblewrap not usable here")
@@ -55,10 +56,11 @@ def test_forked_children_are_confined_as_exec_children_and_apart_from_each_other
     reports = {}
     try:
         for fork in (True, False):
-            with EvalPool(2, gpu=False, child_module=PROBE_CHILD, fork=fork) as pool:
+            with EvalPool(2, gpu=False, child_module=PROBE_CHILD, fork=fork) as pool, host_shared_memory() as segment:
                 first, second = pool.take(), pool.take()
                 assert isinstance(first.process, ForkedProcess) is fork
-                job = {"sibling_scratch": str(second.scratch), "parent_pid": os.getpid(), "write_probe": str(probe)}
+                job = {"sibling_scratch": str(second.scratch), "parent_pid": os.getpid(), "write_probe": str(probe),
+                       "host_shm_id": segment}  # fmt: skip
                 result, outcome = run_job(first, job)
                 assert outcome.returncode == 0 and outcome.isolation == "bwrap", outcome.stderr_tail
                 reports[fork] = result
@@ -74,6 +76,7 @@ def test_forked_children_are_confined_as_exec_children_and_apart_from_each_other
         assert found["sysctl"].startswith("denied"), found
         assert found["signal_parent"].startswith("denied") and not found["sibling_visible"], found
         assert found["secret_env"] is None, found
+        assert found["host_shm"].startswith("denied"), found  # an IPC namespace of its own
         assert found["home"] == found["tmpdir"] == found["cwd"] and found["tmp"] == [Path(found["cwd"]).name], found
         # Nothing of the zygote's, its supervisor's or the parent's: stdin, stdout, stderr and the listing's own.
         assert found["descriptors"] == [0, 1, 2, 3], found

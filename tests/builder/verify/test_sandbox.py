@@ -156,6 +156,25 @@ def test_network_is_unreachable_under_bwrap(tmp_path):
 
 
 @needs_bwrap
+def test_the_hosts_shared_memory_is_out_of_reach_under_bwrap(tmp_path):
+    """System V IPC lives in the IPC namespace: in the host's, a child whose uid is root (capabilities dropped or
+    not) attaches any segment root made, another child's or a host service's."""
+    from tests.fixtures.sandbox.probe_child import host_shared_memory
+
+    code = (
+        "import sys\n"
+        "from tests.fixtures.sandbox.probe_child import attach_shared_memory\n"
+        "print('SHM', attach_shared_memory(int(sys.argv[1])))\n"
+    )
+    with host_shared_memory() as segment:
+        outcome = run_sandboxed(python(code, str(segment)), tmp_path, timeout_s=60, isolation="bwrap")
+        unconfined = run_sandboxed(python(code, str(segment)), tmp_path, timeout_s=60, isolation="process")
+    assert outcome.returncode == 0, outcome.stderr_tail
+    assert "SHM denied" in outcome.stdout_tail, outcome.stdout_tail
+    assert "SHM allowed" in unconfined.stdout_tail, unconfined.stdout_tail + unconfined.stderr_tail  # the probe works
+
+
+@needs_bwrap
 def test_writes_outside_scratch_fail_under_bwrap(tmp_path):
     scratch = tmp_path / "scratch"
     outside = tmp_path / "outside.txt"
