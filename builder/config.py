@@ -20,11 +20,7 @@ SAMPLE_ARCHIVE_DIR = DATA_DIR / "sample"
 CACHE_DIR = Path(os.environ.get("KA_CACHE_DIR", Path.home() / ".cache" / "kernel-archive"))
 
 # --- correctness -------------------------------------------------------------------------------
-TOLERANCES = {  # dtype -> (atol, rtol)
-    "float32": (1e-4, 1e-4),
-    "float16": (1e-2, 1e-2),
-    "bfloat16": (1e-2, 1e-2),
-}
+TOLERANCES = {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2)}  # dtype -> (atol, rtol)
 DEFAULT_TRIALS = 5
 COMPARE_CHUNK_ELEMENTS = 1 << 18  # values per chunk when the judge compares on the CPU (cache-sized passes)
 DEGENERATE_STD = 1e-6  # a reference output whose std (or the std along some axis, everywhere) is below this
@@ -81,10 +77,13 @@ BYTECODE_WARM_MODULES = ("torch", "torch._dynamo", "torch.profiler", "torch.util
                          "builder.verify.reference", "builder.verify.baselines", "builder.verify.compile_child",
                          "builder.verify.op_census", "builder.verify.side_stream")  # fmt: skip
 BYTECODE_WARM_TIMEOUT_S = 600.0
-# Credentials hidden from sandboxed children under bwrap (with $HF_HOME, $HF_TOKEN_PATH, $XDG_CACHE_HOME/huggingface):
-# a candidate could otherwise write the Hub token into an error message that the archive publishes.
+# Secrets hidden from sandboxed children under bwrap (with $HF_HOME, $HF_TOKEN_PATH, $XDG_CACHE_HOME/huggingface):
+# a candidate could otherwise write one, the Hub token say, into an error message that the archive publishes. A child
+# whose uid is root reads what root owns without any capability: the password hashes and host keys too.
 SANDBOX_HIDDEN_PATHS = ("~/.cache/huggingface", "~/.huggingface", "~/.ssh", "~/.netrc", "~/.git-credentials",
-                        "~/.aws", "~/.config/gcloud", "~/.docker", "~/.pypirc", "~/.kaggle")  # fmt: skip
+                        "~/.aws", "~/.config/gcloud", "~/.docker", "~/.pypirc", "~/.kaggle", "~/.config/gh",
+                        "~/.gnupg", "~/.npmrc", "~/.bash_history", "~/.zsh_history", "~/.python_history",
+                        "/etc/shadow", "/etc/gshadow", "/etc/ssh")  # fmt: skip
 # Environment variables a candidate may see; everything else (tokens, keys) is scrubbed.
 SANDBOX_ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "TERM", "TZ", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
                      "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "TORCH_CUDA_ARCH_LIST", "OMP_NUM_THREADS", "MAX_JOBS",

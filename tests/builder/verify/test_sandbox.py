@@ -252,7 +252,7 @@ def test_the_users_credentials_are_hidden_from_a_child(tmp_path, monkeypatch):
     home = Path.home() / ".cache" / "kernel-archive-tests" / f"home-{secrets.token_hex(4)}"
     token_file = home / "elsewhere" / "hub-token"
     secrets_on_disk = [home / ".cache" / "huggingface" / "token", home / ".netrc", home / ".ssh" / "id_ed25519",
-                       token_file]  # fmt: skip
+                       home / ".bash_history", token_file]  # fmt: skip
     for path in secrets_on_disk:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("hf_secret_on_disk")
@@ -271,7 +271,18 @@ def test_the_users_credentials_are_hidden_from_a_child(tmp_path, monkeypatch):
     finally:
         shutil.rmtree(home, ignore_errors=True)
     assert outcome.returncode == 0, outcome.stderr_tail
-    assert "READ" not in outcome.stdout_tail and outcome.stdout_tail.count("\n") == 4, outcome.stdout_tail
+    assert "READ" not in outcome.stdout_tail and outcome.stdout_tail.count("\n") == 5, outcome.stdout_tail
+
+
+@needs_bwrap
+def test_the_systems_password_hashes_are_hidden_from_a_root_child(tmp_path):
+    """A child whose uid is root reads the files root owns (mode 0640 root:shadow) without any capability."""
+    shadow = Path("/etc/shadow")
+    if not shadow.exists():
+        pytest.skip("no /etc/shadow here")
+    code = "import sys\nprint('SIZE', len(open(sys.argv[1]).read()))\n"
+    outcome = run_sandboxed(python(code, str(shadow)), tmp_path, 60, isolation="bwrap")
+    assert "SIZE 0" in outcome.stdout_tail or "PermissionError" in outcome.stderr_tail, outcome.stdout_tail
 
 
 def test_resolve_isolation_rejects_unknown_names():
