@@ -1,9 +1,9 @@
 """A child's sandbox under bubblewrap (trusted parent side): whether bwrap can build it here, and its arguments.
 
-The child sees a read-only root with the user's credentials hidden (`hidden_paths`), a minimal /dev (the GPU's
-nodes where it needs them), its own /proc with the host-wide settings read-only (`PROC_READ_ONLY`), a private /tmp
-through which only its inputs and its writable folders show, no network, a PID and an IPC namespace and a session
-of its own that die with bwrap, and no capability, also when the builder runs as root.
+The child sees a read-only root with the user's and the system's secrets hidden (`hidden_paths`), a minimal /dev
+(the GPU's nodes where it needs them), its own /proc with the host-wide settings read-only (`PROC_READ_ONLY`), a
+private /tmp through which only its inputs and its writable folders show, no network, a PID and an IPC namespace
+and a session of its own that die with bwrap, and no capability, also when the builder runs as root.
 """
 
 from __future__ import annotations
