@@ -93,7 +93,7 @@ def bwrap_args(
 
 
 def hidden_paths() -> list[Path]:
-    """The credentials no child may read (config.SANDBOX_HIDDEN_PATHS, and where the Hub's token lives by the
+    """The secrets no child may read (config.SANDBOX_HIDDEN_PATHS, and where the Hub's token lives by the
     environment), those that exist, links resolved."""
     names = [os.path.expanduser(name) for name in config.SANDBOX_HIDDEN_PATHS]
     names += [os.environ[name] for name in ("HF_HOME", "HF_TOKEN_PATH") if os.environ.get(name)]
