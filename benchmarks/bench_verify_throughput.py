@@ -43,6 +43,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -53,7 +54,7 @@ from benchmarks.gate_watch import GateWatch  # noqa: E402
 from builder import config  # noqa: E402
 from builder.candidates import Candidate  # noqa: E402
 from builder.tasks import load_suite  # noqa: E402
-from builder.verify import batching, bytecode_cache, environment, milestones  # noqa: E402
+from builder.verify import batching, bytecode_cache, environment, milestones, work_queues  # noqa: E402
 from builder.verify.compile import CompileResult, build_extension  # noqa: E402
 from builder.verify.device_gate import device_gate  # noqa: E402
 from builder.verify.engine import Verifier, VerifyOptions  # noqa: E402
@@ -409,6 +410,8 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
     for record in records:
         statuses[record.status] = statuses.get(record.status, 0) + 1
     print(f"  {label} statuses:", statuses)
+    queues = Counter(r.device_connections for r in records if r.eval_s is not None)  # None: the driver's
+    print(f"  {label} work queues of the evaluated kernels' contexts:", dict(queues))
     after = gate.snapshot()
     owned = {k: v - before.by_purpose.get(k, 0.0) for k, v in after.by_purpose.items()}
     eval_s = [r.eval_s for r in records if r.eval_s is not None]
@@ -485,8 +488,9 @@ def main() -> None:
                              "to compare, e.g. 0,2147483648 (default: the config's, "
                              f"{config.EVAL_DEVICE_RESERVE_BYTES})")  # fmt: skip
     parser.add_argument("--device-connections", default="",
-                        help="CUDA_DEVICE_MAX_CONNECTIONS in every child for the warm runs to compare, 'default' "
-                             "for the driver's, e.g. default,2: fewer work queues make a CUDA context cheaper")  # fmt: skip
+                        help="CUDA_DEVICE_MAX_CONNECTIONS of the candidates' children for the warm runs to compare, "
+                             "'default' for the driver's, e.g. default,2: fewer work queues make a CUDA context "
+                             f"cheaper (default: the config's, {config.EVAL_DEVICE_CONNECTIONS})")  # fmt: skip
     parser.add_argument("--refill-at-once", action="store_true",
                         help="a taken evaluation child's replacement starts at once, not after the build's first "
                              "clean reference (default: the config's, "
@@ -520,12 +524,13 @@ def main() -> None:
     if any(n is not None and n < 0 for n in reserves):
         parser.error(f"--device-reserve: byte counts of 0 or more, not {args.device_reserve!r}")
     try:
-        connections = [None if v == "default" else int(v) for v in args.device_connections.split(",")] \
-            if args.device_connections else [None]  # fmt: skip
+        values = args.device_connections.split(",") if args.device_connections else []
+        counts = [int(v) for v in values if v != "default"]
     except ValueError:
         parser.error(f"--device-connections: 'default' or counts, comma-separated, not {args.device_connections!r}")
-    if any(n is not None and n < 1 for n in connections):
+    if any(n < 1 for n in counts):
         parser.error(f"--device-connections: counts of 1 or more, not {args.device_connections!r}")
+    connections = [work_queues.DRIVER_DEFAULT if v == "default" else int(v) for v in values] or [None]
     if args.warm_repeat < 1:
         parser.error(f"--warm-repeat: 1 or more, not {args.warm_repeat}")
     if any(n < 1 for n in warm_gpus) or (warm_gpus and backend != "cuda"):
@@ -606,7 +611,9 @@ def measure_warm(pairs, options: VerifyOptions, gpu_counts: list[int], records_p
     rates: dict[int, dict[str, float]] = {}
     variant = (
         "" if options.device_reserve_bytes is None else f", device reserve {options.device_reserve_bytes >> 20} MiB"
-    ) + ("" if options.device_connections is None else f", {options.device_connections} device connections")
+    ) + (
+        "" if options.device_connections is None else f", {work_queues.queues(options) or 'default'} device connections"
+    )
     try:
         for count in gpu_counts:
             if count > len(visible):

@@ -10,7 +10,7 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "VerifyOptions": "builder.verify.engine",
+    "VerifyOptions": "builder.verify.options",
     "Verifier": "builder.verify.engine",
     "compile_candidate": "builder.verify.engine",
     "evaluate_compiled": "builder.verify.engine",

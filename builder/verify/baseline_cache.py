@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from builder import config
 from builder.tasks import Task
-from builder.verify import environment, milestones, verdict
+from builder.verify import environment, milestones, verdict, work_queues
 from builder.verify.pool import build_job, read_result, run_in_turn
 from builder.verify.sandbox import SandboxCancelled
 
@@ -123,8 +123,10 @@ class BaselineCache:
                 job = build_job(task, None, None, options, "baseline", scratch)
                 env, writable = self._compiler_cache()
                 # Set-up and torch.compile's build run beside checks, and stopped while another window owns the
-                # device (their first calls run on it); the timing owns the device.
-                result, outcome = run_in_turn(job, scratch, options, config.BASELINE_TIMEOUT_S, "baseline",
+                # device (their first calls run on it); the timing owns the device. PyTorch is timed with the
+                # driver's work queues, as users run it (work_queues.py).
+                result, outcome = run_in_turn(job, scratch, work_queues.driver_default(options),
+                                              config.BASELINE_TIMEOUT_S, "baseline",
                                               exclusive=True, member_while_setting_up=True, env_extra=env,
                                               writable=writable, cancel=cancel)  # fmt: skip
             finally:

@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import queue
-import secrets
 import shutil
 import tempfile
 import threading
@@ -27,59 +26,19 @@ from typing import Any
 from builder import config
 from builder.candidates import Candidate
 from builder.tasks import Task
-from builder.verify import batching, device_engines, environment, milestones, static_scan, verdict
+from builder.verify import batching, device_engines, environment, milestones, static_scan, verdict, work_queues
 from builder.verify.baseline_cache import BaselineCache, eager_disagrees
 from builder.verify.build_queue import BuildQueue
 from builder.verify.clean_reference import ReferenceCache, process_reference_cache
 from builder.verify.compile import CompileResult, build_extension, default_cache_dir, recall_build, remember_members
 from builder.verify.evaluation import run_judged
-from builder.verify.pool import CHILD_MODULE, EvalPool, PooledChild, build_job, child_env
+from builder.verify.options import VerifyOptions
+from builder.verify.pool import EvalPool, PooledChild, build_job, child_env
 from builder.verify.profiling import attach_profiles
 from builder.verify.sandbox import resolve_isolation
 from schemas import KernelRecord
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class VerifyOptions:
-    backend: str = "cpu"
-    timeout_s: float = config.RUN_TIMEOUT_S
-    compile_timeout_s: float = config.COMPILE_TIMEOUT_S
-    atol: float | None = None  # None: the task's tolerance (per dtype, or the task's TOLERANCE)
-    rtol: float | None = None
-    trials: int = config.DEFAULT_TRIALS
-    seeds: list[int] | None = None  # None: drawn from `secrets` per build (per Verifier / verify call)
-    profile: bool = False
-    timed_calls: int = config.TIMED_CALLS
-    warmup_calls: int = config.WARMUP_CALLS
-    timing_budget_s: float = config.TIMING_BUDGET_S
-    device_index: int = 0
-    baseline_cache_dir: Path | None = None  # None: config.CACHE_DIR / "baselines"
-    build_cache_dir: Path | None = None  # None: config.CACHE_DIR / "compile"
-    fast_math: bool = False
-    isolation: str | None = None  # None: bwrap when usable, else process
-    compile_workers: int = config.COMPILE_WORKERS
-    batch_size: int = config.COMPILE_BATCH_SIZE
-    prestart: int = config.EVAL_POOL_SIZE  # pre-started evaluation children per worker in stream()
-    eval_workers: int | None = None  # evaluation workers per device in stream(); None: config's for the backend
-    engines: int | None = None  # engine processes in stream(): None, one per GPU when several (1: this one only)
-    child_module: str = CHILD_MODULE  # the untrusted-side entry point (tests point it at a fake)
-    fork_children: bool | None = None  # evaluation children forked from a zygote in stream(); None: config's
-    fork_references: bool | None = None  # clean reference children forked from the zygote; None: config's
-    refill_after_first_reference: bool | None = None  # EvalPool(refill_after=...) in stream(); None: config's
-    device_reserve_bytes: int | None = None  # evaluation children's block taken before the job; None: config's
-    device_connections: int | None = None  # CUDA_DEVICE_MAX_CONNECTIONS (bench only: unrecorded); None: the driver's
-
-    def __post_init__(self) -> None:
-        if self.backend not in ("cuda", "cpu"):
-            raise ValueError(f"backend must be cuda or cpu, not {self.backend!r}")
-
-    def with_seeds(self) -> VerifyOptions:
-        """These options with seeds fixed: the given ones, or `trials` fresh secret ones."""
-        if self.seeds:
-            return self
-        return replace(self, seeds=[secrets.randbits(config.SEED_BITS) for _ in range(max(1, self.trials))])
 
 
 def build_settings(options: VerifyOptions) -> dict[str, Any]:
@@ -145,6 +104,11 @@ def start_evaluation(compiled: CompileResult, candidate: Candidate, task: Task, 
     extra = _extra_fields(options, task)
     extra["compile_s"] = compiled.compile_s
     static_flags = _static_flags(candidate)
+    fitted = work_queues.fitting(candidate, options)
+    if fitted is not options and pooled is not None:
+        pooled.discard()  # started with fewer queues than this candidate's streams may need
+        pooled = None
+    options = fitted
     if not compiled.ok:
         if pooled is not None:
             pooled.discard()
@@ -166,6 +130,10 @@ def start_evaluation(compiled: CompileResult, candidate: Candidate, task: Task, 
         result, outcome = run_judged(job, scratch, options, reference, pooled)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    if work_queues.queues(options) and work_queues.spanned_streams(result):
+        log.info("%s ran work on several streams: evaluated again with the driver's work queues", candidate.kernel_name)
+        return start_evaluation(compiled, candidate, task, work_queues.driver_default(options), None, references)
+    extra["device_connections"] = work_queues.queues(options)
     extra["eval_s"] = outcome.wall_s
     extra["isolation"] = outcome.isolation
     if outcome.timed_out:
@@ -339,6 +307,7 @@ class Verifier:
                     while (item := work.get()) is not _DONE:
                         (candidate, task), compiled = item
                         usable = compiled.ok and pool.covers([task.path.parent, compiled.library_path])
+                        usable = usable and work_queues.fitting(candidate, options) is options
                         milestones.mark("first_build_taken")
                         pooled = pool.take() if usable else None
                         evaluated = start_evaluation(compiled, candidate, task, options, pooled, self.references)

@@ -17,6 +17,8 @@ from typing import Any
 from builder import config
 from builder.profile import kernel_names
 
+_GRAPH_LAUNCHES = ("cudaGraphLaunch", "cuGraphLaunch")
+
 
 def is_library_kernel(name: str) -> bool:
     # One classifier for the verifier, the torch profile and ncu (a substring rule such as "gemm" would
@@ -32,7 +34,7 @@ def _summarise(rows: dict[str, list[float]], library: Callable[[str], bool]) -> 
     ]
 
 
-def _cuda_census(events: list[Any]) -> dict[str, Any]:
+def _cuda_census(events: list[Any], current: set[Any]) -> dict[str, Any]:
     from torch.autograd import DeviceType
 
     rows: dict[str, list[float]] = {}
@@ -56,7 +58,38 @@ def _cuda_census(events: list[Any]) -> dict[str, Any]:
         "own_kernel_fraction": own_us / total if total > 0 else None,
         "library_fraction": library_us / total if total > 0 else 0.0,
         "kernels_seen": _summarise(rows, is_library_kernel),
+        **_concurrency(events, current),
     }
+
+
+def _device_streams(events: list[Any]) -> set[Any]:
+    from torch.autograd import DeviceType
+
+    found = {getattr(e, "device_resource_id", None) for e in events if e.device_type == DeviceType.CUDA}
+    return found - {None}
+
+
+def _concurrency(events: list[Any], current: set[Any]) -> dict[str, int]:
+    """The streams the call's device work ran on, how many of them are not the stream it was called on
+    (`current`: where a marker of ours ran), and its CUDA graph launches (runtime or driver API calls): a
+    candidate whose work leaves its stream is evaluated again with the driver's work queues (`work_queues.py`)."""
+    from torch.autograd import DeviceType
+
+    streams = _device_streams(events)
+    launches = sum(1 for e in events if e.device_type != DeviceType.CUDA and e.name.startswith(_GRAPH_LAUNCHES))
+    others = len(streams - current) if current else 0  # no marker seen: the count of streams alone decides
+    return {"streams": len(streams), "other_streams": others, "graph_launches": launches}
+
+
+def _current_stream(activities: list[Any]) -> set[Any]:
+    """The profiler's id of the current stream: a profiled fill of one element (ids are stable in a context)."""
+    import torch
+    from torch.profiler import profile
+
+    with profile(activities=activities) as prof:
+        torch.empty(1, device="cuda").fill_(0.0)
+        torch.cuda.synchronize()
+    return _device_streams(list(prof.events()))
 
 
 def _cpu_census(events: list[Any], wall_us: float) -> dict[str, Any]:
@@ -92,6 +125,7 @@ def census(call: Callable[[], Any], device: str) -> dict[str, Any]:
     if device == "cuda":
         activities.append(ProfilerActivity.CUDA)
     summaries = []
+    current = _current_stream(activities) if device == "cuda" else set()
     # On the CPU the share is ATen time over wall time, and a busy machine only ever inflates the wall
     # time: the largest share over a few calls is the honest estimate. Device time needs one call.
     for _ in range(1 if device == "cuda" else config.CPU_CENSUS_CALLS):
@@ -102,7 +136,7 @@ def census(call: Callable[[], Any], device: str) -> dict[str, Any]:
                 torch.cuda.synchronize()
             wall_us = (time.perf_counter() - start) * 1e6
         events = list(prof.events())
-        summaries.append(_cuda_census(events) if device == "cuda" else _cpu_census(events, wall_us))
+        summaries.append(_cuda_census(events, current) if device == "cuda" else _cpu_census(events, wall_us))
     summary = max(summaries, key=lambda item: item["library_fraction"])
     summary["uses_torch_ops"] = summary["library_fraction"] > config.TORCH_OPS_DOMINANT_FRACTION
     return summary

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from builder import config
-from builder.verify import environment
+from builder.verify import environment, work_queues
 from builder.verify.device_gate import DeviceTurn, device_gate
 from builder.verify.forked import ForkedProcess, ForkFailed, acquire_zygote, give_up, release_zygote, running_zygote
 from builder.verify.sandbox import ChildOutcome, SandboxedProcess, resolve_isolation, run_sandboxed
@@ -203,8 +203,8 @@ def child_env(options: VerifyOptions) -> dict[str, str]:
     env = {"CUDA_VISIBLE_DEVICES": device}  # the child sees its GPU as cuda:0
     if options.device_reserve_bytes is not None:  # an evaluation child's block (child.device_reserve_bytes)
         env[config.EVAL_DEVICE_RESERVE_ENV] = str(options.device_reserve_bytes)
-    if options.device_connections is not None:  # read by the driver when the child makes its context
-        env["CUDA_DEVICE_MAX_CONNECTIONS"] = str(options.device_connections)
+    if work_queues.queues(options):  # read by the driver when the child makes its context
+        env["CUDA_DEVICE_MAX_CONNECTIONS"] = str(work_queues.queues(options))
     return env
 
 

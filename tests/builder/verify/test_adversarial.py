@@ -134,8 +134,8 @@ for record in Verifier(VerifyOptions(backend=backend, timeout_s=timeout_s, devic
 
 
 def run_stream(backend: str, cache_dir: Path, work_queues: int | None = None) -> dict[str, dict]:
-    """Every fixture of the backend through one `Verifier.stream`; `work_queues`: CUDA_DEVICE_MAX_CONNECTIONS in
-    its children (None: the driver's)."""
+    """Every fixture of the backend through one `Verifier.stream`; `work_queues`: `VerifyOptions.device_connections`
+    (None: the config's; 0: the driver's)."""
     names = fixtures_for(backend)
     jobs = []
     for name in names:
@@ -144,7 +144,15 @@ def run_stream(backend: str, cache_dir: Path, work_queues: int | None = None) ->
                      "suite": str(suite or "")})  # fmt: skip
     timeout_s = min(spec.get("timeout_s", STREAM_TIMEOUT_S) for spec in MANIFEST.values())
     env = dict(os.environ, KA_CACHE_DIR=str(cache_dir), **{SECRET_NAME: "leaked-if-you-can-read-this"})
-    argv = [sys.executable, "-c", STREAM_SCRIPT, json.dumps(jobs), backend, str(timeout_s), str(work_queues or "")]
+    argv = [
+        sys.executable,
+        "-c",
+        STREAM_SCRIPT,
+        json.dumps(jobs),
+        backend,
+        str(timeout_s),
+        "" if work_queues is None else str(work_queues),
+    ]
     done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=CLI_TIMEOUT_S)  # fmt: skip
     records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     by_name = {record["kernel_name"]: record for record in records}
@@ -274,19 +282,38 @@ def test_cuda_fixture_verdict_in_a_stream(fixture, cuda_stream_outcomes):
     assert_verdict(fixture, cuda_stream_outcomes[fixture])
 
 
+@needs_cli
+@pytest.mark.gpu
+@pytest.mark.timeout(SETUP_TIMEOUT_S)
+def test_cuda_fixtures_record_the_work_queues_they_ran_with(cuda_stream_outcomes):
+    from builder import config
+    from builder.candidates import Candidate
+    from builder.verify import work_queues
+
+    for name, outcome in cuda_stream_outcomes.items():
+        record = outcome["record"]
+        candidate = Candidate(task_id=record["task_id"], source=(CANDIDATES / name).read_text(), language="cuda")
+        if record["eval_s"] is None:  # no child ran (a compile error)
+            assert record["device_connections"] is None, name
+        elif work_queues.may_span_streams(candidate):  # its source makes streams: the driver's, from the start
+            assert record["device_connections"] is None, name
+        elif record["status"] == "correct":
+            assert record["device_connections"] == config.EVAL_DEVICE_CONNECTIONS, name
+
+
 @pytest.fixture(scope="session")
-def cuda_two_queue_stream_outcomes(tmp_path_factory):
-    return run_stream("cuda", tmp_path_factory.mktemp("adversarial_stream_cuda_two_queues"), work_queues=2)
+def cuda_driver_queue_stream_outcomes(tmp_path_factory):
+    return run_stream("cuda", tmp_path_factory.mktemp("adversarial_stream_cuda_driver_queues"), work_queues=0)
 
 
 @needs_cli
 @pytest.mark.gpu
 @pytest.mark.timeout(SETUP_TIMEOUT_S)
 @pytest.mark.parametrize("fixture", fixtures_for("cuda"))
-def test_cuda_fixture_verdict_with_two_work_queues_a_context(fixture, cuda_two_queue_stream_outcomes):
-    # Fewer hardware work queues make a CUDA context cheaper to make (docs/gpu-runs.md) but let a candidate's
-    # streams share one: no verdict may change before the verifier could use fewer (the bench's --device-connections).
-    assert_verdict(fixture, cuda_two_queue_stream_outcomes[fixture])
+def test_cuda_fixture_verdict_with_the_drivers_work_queues(fixture, cuda_driver_queue_stream_outcomes):
+    # The candidates' children make their contexts with fewer work queues than the driver's 8 (work_queues.py): every
+    # verdict is the same with the driver's.
+    assert_verdict(fixture, cuda_driver_queue_stream_outcomes[fixture])
 
 
 def test_manifest_names_existing_files_and_known_verdicts():

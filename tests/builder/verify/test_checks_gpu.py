@@ -15,7 +15,7 @@ import torch
 
 from builder.tasks import load_task_module
 from builder.tasks.suite import describe_task_file
-from builder.verify import checks
+from builder.verify import checks, op_census, work_queues
 
 pytestmark = pytest.mark.gpu
 
@@ -70,6 +70,7 @@ def test_joined_side_stream_is_not_a_fault(scale_shift):
     result = checks.evaluate(joins_its_stream, scale_shift, JOB)
     assert "side_stream" not in result["flags"], result
     assert result["status"] == "correct"
+    assert work_queues.spanned_streams(result), result["op_census"]  # its work left the calling stream
 
 
 def test_library_kernels_are_counted_as_torch_ops():
@@ -78,6 +79,37 @@ def test_library_kernels_are_counted_as_torch_ops():
     assert result["status"] == "correct"
     assert "uses_torch_ops" in result["flags"]
     assert result["kernels_seen"] and all(k["library"] for k in result["kernels_seen"]), result["kernels_seen"]
+    assert not work_queues.spanned_streams(result), result["op_census"]
+
+
+def test_the_census_sees_work_off_the_calling_stream_and_graph_launches():
+    x = torch.randn(1 << 16, device="cuda")
+    side = torch.cuda.Stream()
+
+    def on_side() -> torch.Tensor:
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            y = x * 2
+        torch.cuda.current_stream().wait_stream(side)
+        return y
+
+    one = op_census.census(lambda: x * 2, "cuda")
+    assert (one["streams"], one["other_streams"], one["graph_launches"]) == (1, 0, 0), one
+    moved = op_census.census(on_side, "cuda")
+    assert (moved["streams"], moved["other_streams"]) == (1, 1), moved
+    both = op_census.census(lambda: (x * 3, on_side()), "cuda")
+    assert (both["streams"], both["other_streams"]) == (2, 1), both
+    static = torch.zeros_like(x)
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # a graph's capture wants its work warmed up off the default stream
+        static.copy_(x * 2)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static.copy_(x * 2)
+    replayed = op_census.census(graph.replay, "cuda")
+    assert replayed["graph_launches"] >= 1, replayed
+    assert all(work_queues.spanned_streams({"op_census": c}) for c in (moved, both, replayed))
 
 
 # A fresh process, as a child is: a trial's allocations after the reserve (or none), then the poison and the

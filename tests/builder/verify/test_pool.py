@@ -31,11 +31,13 @@ def test_a_device_reserve_option_reaches_the_childrens_environment(monkeypatch):
     assert child_env(VerifyOptions(backend="cpu", device_reserve_bytes=0)) == {"CUDA_VISIBLE_DEVICES": ""}
 
 
-def test_a_device_connections_option_reaches_the_childrens_environment():
-    # The driver reads it when the child makes its CUDA context; unset, the child gets the driver's default.
-    assert "CUDA_DEVICE_MAX_CONNECTIONS" not in child_env(VerifyOptions(backend="cuda"))
-    env = child_env(VerifyOptions(backend="cuda", device_connections=2))
-    assert env["CUDA_DEVICE_MAX_CONNECTIONS"] == "2"
+def test_the_work_queues_reach_the_childrens_environment():
+    # The driver reads it when the child makes its CUDA context: the config's count unless the options say
+    # otherwise; 0 leaves it unset, and the child gets the driver's default.
+    default = child_env(VerifyOptions(backend="cuda"))
+    assert default["CUDA_DEVICE_MAX_CONNECTIONS"] == str(config.EVAL_DEVICE_CONNECTIONS)
+    assert child_env(VerifyOptions(backend="cuda", device_connections=4))["CUDA_DEVICE_MAX_CONNECTIONS"] == "4"
+    assert "CUDA_DEVICE_MAX_CONNECTIONS" not in child_env(VerifyOptions(backend="cuda", device_connections=0))
     assert child_env(VerifyOptions(backend="cpu", device_connections=2)) == {"CUDA_VISIBLE_DEVICES": ""}
 
 

@@ -1,0 +1,51 @@
+"""`VerifyOptions`: how a verification runs (trusted parent side; `engine.py` re-exports it)."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from builder import config
+from builder.verify.pool import CHILD_MODULE
+
+
+@dataclass
+class VerifyOptions:
+    backend: str = "cpu"
+    timeout_s: float = config.RUN_TIMEOUT_S
+    compile_timeout_s: float = config.COMPILE_TIMEOUT_S
+    atol: float | None = None  # None: the task's tolerance (per dtype, or the task's TOLERANCE)
+    rtol: float | None = None
+    trials: int = config.DEFAULT_TRIALS
+    seeds: list[int] | None = None  # None: drawn from `secrets` per build (per Verifier / verify call)
+    profile: bool = False
+    timed_calls: int = config.TIMED_CALLS
+    warmup_calls: int = config.WARMUP_CALLS
+    timing_budget_s: float = config.TIMING_BUDGET_S
+    device_index: int = 0
+    baseline_cache_dir: Path | None = None  # None: config.CACHE_DIR / "baselines"
+    build_cache_dir: Path | None = None  # None: config.CACHE_DIR / "compile"
+    fast_math: bool = False
+    isolation: str | None = None  # None: bwrap when usable, else process
+    compile_workers: int = config.COMPILE_WORKERS
+    batch_size: int = config.COMPILE_BATCH_SIZE
+    prestart: int = config.EVAL_POOL_SIZE  # pre-started evaluation children per worker in stream()
+    eval_workers: int | None = None  # evaluation workers per device in stream(); None: config's for the backend
+    engines: int | None = None  # engine processes in stream(): None, one per GPU when several (1: this one only)
+    child_module: str = CHILD_MODULE  # the untrusted-side entry point (tests point it at a fake)
+    fork_children: bool | None = None  # evaluation children forked from a zygote in stream(); None: config's
+    fork_references: bool | None = None  # clean reference children forked from the zygote; None: config's
+    refill_after_first_reference: bool | None = None  # EvalPool(refill_after=...) in stream(); None: config's
+    device_reserve_bytes: int | None = None  # evaluation children's block taken before the job; None: config's
+    device_connections: int | None = None  # candidates' CUDA work queues (work_queues.py); None: config's; 0: driver's
+
+    def __post_init__(self) -> None:
+        if self.backend not in ("cuda", "cpu"):
+            raise ValueError(f"backend must be cuda or cpu, not {self.backend!r}")
+
+    def with_seeds(self) -> VerifyOptions:
+        """These options with seeds fixed: the given ones, or `trials` fresh secret ones."""
+        if self.seeds:
+            return self
+        return replace(self, seeds=[secrets.randbits(config.SEED_BITS) for _ in range(max(1, self.trials))])
