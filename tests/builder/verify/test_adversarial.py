@@ -292,7 +292,8 @@ def test_cuda_fixtures_record_the_work_queues_they_ran_with(cuda_stream_outcomes
 
     for name, outcome in cuda_stream_outcomes.items():
         record = outcome["record"]
-        candidate = Candidate(task_id=record["task_id"], source=(CANDIDATES / name).read_text(), language="cuda")
+        source = (CANDIDATES / name).read_text()
+        candidate = Candidate(task_id=record["task_id"], source=source, language="cuda", kernel_name=name)
         if record["eval_s"] is None:  # no child ran (a compile error)
             assert record["device_connections"] is None, name
         elif work_queues.may_span_streams(candidate):  # its source makes streams: the driver's, from the start
