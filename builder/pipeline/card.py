@@ -34,6 +34,7 @@ class CardFacts:
     trials: Counter = field(default_factory=Counter)
     seed_policies: Counter = field(default_factory=Counter)
     isolation: Counter = field(default_factory=Counter)
+    work_queues: Counter = field(default_factory=Counter)  # device_connections of CUDA records whose child ran
     claims: Counter = field(default_factory=Counter)  # (claimed_correct, status) for imported records
     generators: Counter = field(default_factory=Counter)
     build_runs: int = 0
@@ -53,6 +54,8 @@ def collect_facts(records: pa.Table, builds: list[dict[str, Any]], license_id: s
             "trials",
             "seed_policy",
             "isolation",
+            "device_connections",
+            "eval_s",
             "generator",
             "claimed_correct",
             *SOFTWARE_FIELDS,
@@ -68,6 +71,8 @@ def collect_facts(records: pa.Table, builds: list[dict[str, Any]], license_id: s
     facts.trials.update(t for t in col["trials"] if t is not None)
     facts.seed_policies.update(p for p in col["seed_policy"] if p)
     facts.isolation.update(i for i in col["isolation"] if i)
+    ran = zip(col["backend"], col["eval_s"], col["device_connections"], strict=True)
+    facts.work_queues.update(q or "the driver's (8)" for b, e, q in ran if b == "cuda" and e is not None)
     facts.generators.update(col["generator"])
     for generator, claimed, status in zip(col["generator"], col["claimed_correct"], col["status"], strict=True):
         if generator == "import" and claimed is not None:
@@ -170,6 +175,15 @@ def render_card(facts: CardFacts, configs: dict[str, dict[str, dict[str, Any]]])
         f"- Correctness trials per kernel: {_counter_line(facts.trials)}, fresh inputs per trial.",
         f"- Tolerances (atol, rtol): {_counter_line(facts.tolerances)}; per-task overrides are recorded per row.",
         f"- Sandbox isolation: {_counter_line(facts.isolation)}.",
+        *(
+            [
+                f"- Hardware work queues of the CUDA context each kernel ran in (`device_connections`): "
+                f"{_counter_line(facts.work_queues)}. Work on one stream runs in order on one queue whatever the count; "
+                "a kernel whose work may span streams gets the driver's."
+            ]
+            if facts.work_queues
+            else []
+        ),
         "- Outputs are checked against the reference with poisoned (NaN-filled) memory so a kernel that returns an "
         "uninitialised buffer still holding the reference result fails; near-constant references are flagged so "
         "near-zero outputs cannot pass unnoticed.",
