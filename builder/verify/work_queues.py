@@ -12,10 +12,10 @@ whatever the count. So a candidate gets the driver's default wherever its work m
 - before it runs, by its source (`may_span_streams`): it makes or switches streams, captures or launches CUDA
   graphs (whose branches run side by side), or reaches the runtime by name (dlsym, token pasting, getattr), and
 - after it ran, by what its child saw (`spanned_streams`): the op census found device work on more than one
-  stream or on another stream than the one it was called on, or a graph launch. Its evaluation is then run again in a child with the driver's default, and only
-  that run makes its record. The census is the child's claim: it finds honest kernels' streams. A candidate
-  that hid its streams from the scan and the census alike would run them one after the other, where a race
-  between them may not show.
+  stream or on another stream than the one it was called on, or a graph launch. Its evaluation is then run
+  again in a child with the driver's default, and only that run makes its record. The census is the child's
+  claim: it finds honest kernels' streams. A candidate that hid its streams from the scan and the census alike
+  would run them one after the other, where a race between them may not show.
 References and candidates' children use the same count (a task's reference is PyTorch on one stream); the
 baselines' children, which time PyTorch for the record's speedups, keep the driver's default. The record's
 `device_connections` says which count the candidate's child had (null: the driver's default).
@@ -32,7 +32,7 @@ from builder.verify.static_scan import strip_comments_and_strings
 
 if TYPE_CHECKING:
     from builder.candidates import Candidate
-    from builder.verify.engine import VerifyOptions
+    from builder.verify.options import VerifyOptions
 
 DRIVER_DEFAULT = 0  # VerifyOptions.device_connections: leave the count to the driver
 
@@ -49,7 +49,7 @@ _CPP_SPANS_STREAMS = re.compile(
 _PY_SPANS_STREAMS = re.compile(
     _CPP_SPANS_STREAMS.pattern
     + r"|\bStream\b|\bstream\s*\(|\bExternalStream\b|\bset_stream\b|[Gg]raph|reduce-overhead|max-autotune"
-    r"|\bgetattr\b|\b__import__\b|\bimportlib\b|\beval\b|\bexec\b|\bctypes\b|\bcupy\b|\bcuda\.bindings\b"
+    r"|\bgetattr\b|\b__import__\b|\bimportlib\b|(?<![\w.])(?:eval|exec)\s*\(|\bctypes\b|\bcupy\b|\bcuda\.bindings\b"
 )
 
 
@@ -63,7 +63,9 @@ def queues(options: VerifyOptions) -> int | None:
 
 def driver_default(options: VerifyOptions) -> VerifyOptions:
     """These options with the work queues left to the driver."""
-    return options if options.device_connections == DRIVER_DEFAULT else replace(options, device_connections=0)
+    return (
+        options if options.device_connections == DRIVER_DEFAULT else replace(options, device_connections=DRIVER_DEFAULT)
+    )
 
 
 def may_span_streams(candidate: Candidate) -> bool:

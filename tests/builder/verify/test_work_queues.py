@@ -90,6 +90,8 @@ def test_one_stream_kernels_and_mentions_in_comments_or_strings_keep_the_fewer_q
         ("f = torch.compile(f, mode='reduce-overhead')\n", True),
         ("make = getattr(torch.cuda, 'Str' + 'eam')\n", True),
         ("src = '''at::cuda::getStreamFromPool()'''\n", True),  # an inline extension's C++ is in a string
+        ("exec(code)\n", True),
+        ("model = Model().eval()\n", False),  # a module's eval mode is no lookup
     ],
 )
 def test_python_candidates_are_read_whole_and_dynamic_lookups_count(python, spans):
