@@ -330,9 +330,7 @@ POISON_FREE_FRACTION = 0.5  # share of free GPU memory the NaN poison may take (
 EVAL_DEVICE_RESERVE_BYTES = 2 << 30
 EVAL_DEVICE_RESERVE_FREE_FRACTION = 1 / 24
 EVAL_DEVICE_RESERVE_ENV = "KA_DEVICE_RESERVE_BYTES"  # VerifyOptions.device_reserve_bytes, to the children
-# Hardware work queues of a candidate's CUDA context (CUDA_DEVICE_MAX_CONNECTIONS; the driver makes 8): each costs
-# the box's one serial lane for contexts. A candidate whose work may span streams gets the driver's (work_queues.py).
-EVAL_DEVICE_CONNECTIONS = 2
+EVAL_DEVICE_CONNECTIONS = 2  # CUDA work queues of a candidate's context; the driver's 8 cost more (work_queues.py)
 POISON_CHUNK_BYTES = 256 << 20  # GPU poison is allocated in chunks this size (plus output-sized blocks)
 POISON_CPU_COPIES = 8  # at least this many output-sized NaN buffers freed before each CPU candidate call
 POISON_CPU_MAX_COPIES = 64  # up to this many, within the byte budget below: enough to drain malloc's free chunks
