@@ -192,6 +192,7 @@ def synthetic_columns(n_kernels: int, seed: int = config.EXPLORER_SYNTHETIC_SEED
             "rtol": 1e-4,
             "seeds": [int(s) for s in rng.integers(0, 2**62, 5)],
             "isolation": "bwrap",
+            "device_connections": 2,
             "runtime_ms": runtime_ms,
             "runtime_mean_ms": runtime_ms * 1.02 if timed else None,
             "runtime_std_ms": runtime_ms * 0.03 if timed else None,
