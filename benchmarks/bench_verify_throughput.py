@@ -451,6 +451,7 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
             f"{label}: device held by nobody before the first evaluated record s":
                 (at_first_evaluated or after).unheld_s - before.unheld_s,
             f"{label}: checks yielded to a window per kernel": (after.yields - before.yields) / n,
+            f"{label}: clean references computed per task": verifier.references.computed / tasks,
             f"{label}: clean reference s/task": verifier.references.compute_s / tasks,
             f"{label}: measured baselines s/task": owned.get("baseline", 0.0) / tasks,
             f"{label}: baseline children wall s (mean)":

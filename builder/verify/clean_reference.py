@@ -41,6 +41,7 @@ class CleanReference:
     error: str | None = None
     origin: str = "task"  # who failed: the task's code, or the child (crash, timeout)
     compute_s: float = 0.0
+    file_bytes: int = 0  # what its files hold on the disk (the cache's bound)
     owner: Any = field(default=None, repr=False)  # the cache whose directory holds the files: kept alive with them
 
     def public_manifest(self) -> dict[str, Any]:
@@ -53,10 +54,15 @@ class CleanReference:
 
 
 class ReferenceCache:
-    """Clean references of the tasks in use, computed once each (per build: the seeds are the build's)."""
+    """Clean references of the tasks in use, computed once each (per build: the seeds are the build's).
 
-    def __init__(self, capacity: int = config.REFERENCE_CACHE_TASKS) -> None:
-        self.capacity = capacity
+    Kept as files, the least recently used dropped first: once more than `capacity` are held, their files hold
+    more than `capacity_bytes`, or the disk they are on has less than `min_free_bytes` free. The newest is always
+    kept (its candidates wait for it)."""
+
+    def __init__(self, capacity: int = config.REFERENCE_CACHE_TASKS, capacity_bytes: int = config.REFERENCE_CACHE_BYTES,
+                 min_free_bytes: int = config.REFERENCE_CACHE_MIN_FREE_BYTES) -> None:  # fmt: skip
+        self.capacity, self.capacity_bytes, self.min_free_bytes = capacity, capacity_bytes, min_free_bytes
         # Private to this process: never bound into a candidate's sandbox.
         self.root = Path(tempfile.mkdtemp(prefix="ka-references-"))
         self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.root), True)
@@ -98,12 +104,22 @@ class ReferenceCache:
             self.compute_s += reference.compute_s
             self.ready_at.append(time.monotonic())
             milestones.mark("first_reference_ready")
+            reference.file_bytes = _bytes_under(directory)
             with self._lock:
                 self._entries[key] = reference
-                while len(self._entries) > self.capacity:
-                    # Dropped here; its files go once no evaluation holds it any more.
-                    self._entries.popitem(last=False)
+                self._evict()
             return reference
+
+    def _evict(self) -> None:
+        """Drop the least recently used while a bound is passed (under the lock). A dropped one's files go once
+        no evaluation holds it any more: counted as freed here, or a full disk would drop every entry."""
+        held = sum(r.file_bytes for r in self._entries.values())
+        free = shutil.disk_usage(self.root).free
+        while len(self._entries) > 1 and (len(self._entries) > self.capacity or held > self.capacity_bytes
+                                          or free < self.min_free_bytes):  # fmt: skip
+            _, dropped = self._entries.popitem(last=False)
+            held, free = held - dropped.file_bytes, free + dropped.file_bytes
+            log.debug("clean reference dropped from the cache (%d bytes): %d held", dropped.file_bytes, held)
 
     def prewarm(self, task: Task, options: VerifyOptions, executor: Any, cancel: threading.Event | None = None) -> None:
         """Compute the task's reference now, in a parallel child, rather than when its first candidate reaches
@@ -111,7 +127,9 @@ class ReferenceCache:
         while the cache has room, so nothing computed early is dropped before it is used."""
         key = self.key(task, options)
         with self._lock:
-            if key in self._entries or key in self._warming or len(self._entries) + len(self._warming) >= self.capacity:
+            full = len(self._entries) + len(self._warming) >= self.capacity
+            full = full or sum(r.file_bytes for r in self._entries.values()) >= self.capacity_bytes
+            if key in self._entries or key in self._warming or full:
                 return
             self._warming.add(key)
         executor.submit(self._warm, task, options, key, cancel)
@@ -143,6 +161,13 @@ def process_reference_cache() -> ReferenceCache:
         if _process_cache is None:
             _process_cache = ReferenceCache()
         return _process_cache
+
+
+def _bytes_under(directory: Path) -> int:
+    try:
+        return sum(path.stat().st_size for path in directory.rglob("*") if path.is_file())
+    except OSError:  # gone meanwhile (a cancelled build): nothing held
+        return 0
 
 
 def compute_clean_reference(task: Task, options: VerifyOptions, directory: Path,

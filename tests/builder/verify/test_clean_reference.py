@@ -1,0 +1,100 @@
+"""The clean references' cache: how many references a stream computes, and what it keeps on the disk (the
+reference child itself is replaced by one that writes a file of a known size)."""
+
+from __future__ import annotations
+
+import gc
+import shutil
+from collections import namedtuple
+
+import pytest
+
+from builder.tasks import load_suite
+from builder.verify import clean_reference
+from builder.verify.clean_reference import CleanReference, ReferenceCache
+from builder.verify.engine import VerifyOptions
+
+REFERENCE_BYTES = 1000
+
+
+@pytest.fixture
+def computed(monkeypatch):
+    """The tasks whose reference was computed, in order; each reference's files hold REFERENCE_BYTES."""
+    tasks: list[str] = []
+
+    def fake_compute(task, options, directory, cancel=None):
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "outputs.safetensors").write_bytes(b"\0" * REFERENCE_BYTES)
+        tasks.append(task.id)
+        return CleanReference(manifest={"task": task.id})
+
+    monkeypatch.setattr(clean_reference, "compute_clean_reference", fake_compute)
+    return tasks
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    return list(load_suite().tasks)[:24]
+
+
+@pytest.fixture
+def options():
+    return VerifyOptions(backend="cpu").with_seeds()
+
+
+def rounds(cache, tasks, options, times):
+    """Every task's reference, `times` over in turn: an RL loop scoring one sample a task each round."""
+    return [cache.get(task, options) for _ in range(times) for task in tasks]
+
+
+def test_a_stream_that_comes_back_to_24_tasks_computes_each_reference_once(computed, tasks, options):
+    cache = ReferenceCache()
+    got = rounds(cache, tasks, options, 3)
+    assert sorted(computed) == sorted(t.id for t in tasks)
+    assert [r.manifest["task"] for r in got] == [t.id for t in tasks] * 3
+    assert all(r.file_bytes == REFERENCE_BYTES for r in got)
+
+
+def test_references_past_the_byte_bound_are_dropped_oldest_first_and_computed_again(computed, tasks, options):
+    cache = ReferenceCache(capacity_bytes=2 * REFERENCE_BYTES + 1)  # room for two
+    first, second, third = tasks[:3]
+    for task in (first, second, third):
+        cache.get(task, options)
+    cache.get(third, options)  # held
+    cache.get(second, options)  # held
+    assert computed == [first.id, second.id, third.id]
+    cache.get(first, options)  # dropped when the third came: computed again, and drops the third (least recent)
+    cache.get(third, options)
+    assert computed == [first.id, second.id, third.id, first.id, third.id]
+
+
+def test_a_disk_short_of_free_space_keeps_only_the_newest_reference(computed, tasks, options, monkeypatch):
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(clean_reference.shutil, "disk_usage", lambda path: usage(10, 10, 0))
+    cache = ReferenceCache(min_free_bytes=1)
+    for task in tasks[:3]:
+        assert cache.get(task, options).error is None  # its candidates still get it
+    cache.get(tasks[2], options)
+    cache.get(tasks[0], options)
+    assert computed == [t.id for t in tasks[:3]] + [tasks[0].id]
+
+
+def test_the_count_bound_still_holds(computed, tasks, options):
+    cache = ReferenceCache(capacity=2)
+    rounds(cache, tasks[:3], options, 2)
+    assert len(computed) == 6  # three tasks in turn through room for two: every one computed again
+
+
+def test_a_dropped_references_files_go_once_no_evaluation_holds_it(computed, tasks, options):
+    cache = ReferenceCache(capacity=1)
+    held = cache.get(tasks[0], options)
+    directory = cache.root / ReferenceCache.key(tasks[0], options)[:24]
+    cache.get(tasks[1], options)  # drops the first from the cache
+    gc.collect()
+    assert directory.is_dir()  # an evaluation still judges from it
+    del held
+    gc.collect()
+    assert not directory.exists()
+    cache.close()
+    assert not cache.root.exists()
+    shutil.rmtree(cache.root, ignore_errors=True)
