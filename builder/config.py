@@ -272,6 +272,7 @@ ENGINE_STOP_GRACE_S = 30.0  # a stopped engine closes its stream (its children a
 ENGINE_PARENT_POLL_S = 1.0  # how often an engine looks whether its builder is still there
 ENGINE_BALANCE_WAIT_S = 30.0  # an engine that has not asked for pairs this long holds the others back no longer
 ENGINE_READING_S = 1.0  # for the stream's last pairs, only an engine that asked this recently holds others back
+ENGINE_HAND_BACK_MIN_PAIRS = 4  # the least an engine hands back at a stream's end (verify/hand_back.py)
 TIMING_CORES_PER_GPU = 2  # cores per GPU for its timing windows alone, if half remain for the rest (device_gate.py)
 BASELINE_TIMEOUT_S = 900.0
 REFERENCE_WARM_WORKERS = 4  # clean references computed ahead of the tasks' first candidates (CUDA builds)

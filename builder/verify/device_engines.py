@@ -6,18 +6,8 @@ added 17 %. So a stream over N GPUs runs N engine processes (`engine_process.py`
 each a `Verifier` over one GPU (its CUDA_VISIBLE_DEVICES) on its own share of the cores, with its share of the
 compile workers and the build's seeds. This process only hands out pairs and gathers records:
 
-- An engine asks for its next pair when its stream wants one. It gets the first waiting pair, in the input's
-  order, of a task it already has, or of a task nobody has yet while it has no more tasks than any other engine
-  (a task's clean reference and baselines are then made once, and the tasks split evenly); else the first
-  waiting pair of a task nobody has; else the first waiting pair, whose task it then shares: no engine idles
-  while pairs wait. Input order, not its own tasks first: an engine that took its tasks' pairs ahead of the rest
-  worked through one task at a time, all its workers waiting on that task's reference at the start and its
-  slowest tasks' copies timed one after another at the end (docs/gpu-runs.md, 2026-11-26).
-- An engine more than a shared build's worth of pairs (`batch_size`) ahead of the least loaded other engine
-  waits: an engine reads its stream a window of builds at a time, and the first up would otherwise take a short
-  stream whole. Once the input is all read, the last pairs go to the least loaded: engines read far ahead of
-  what they evaluate, so the pairs are all handed out long before the last records, and an engine a build ahead
-  at that moment evaluated a build's worth of kernels alone at the end.
+- An engine asks for its next pair when its stream wants one; `routing` says which pair, and when. At the
+  stream's end an engine with nothing left takes over pairs another has not begun (`hand_back`).
 - A pair is pending from the moment it is handed out until its record comes back. An engine that dies sends
   each of its pending pairs back as a `crash` record (as an executor does for a candidate it lost): none lost,
   none twice; the other engines go on. Should every engine end early, the stream raises: the pairs none of them
@@ -37,15 +27,15 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from multiprocessing.connection import Connection, Pipe
 from typing import TYPE_CHECKING, Any
 
 from builder import config
-from builder.verify import environment, milestones
+from builder.verify import environment, hand_back, milestones
 from builder.verify.engine_process import MODULE
+from builder.verify.routing import Router, balanced
 
 if TYPE_CHECKING:
     from builder.candidates import Candidate
@@ -54,77 +44,6 @@ if TYPE_CHECKING:
     from schemas import KernelRecord
 
 log = logging.getLogger(__name__)
-
-
-class Router:
-    """The pairs waiting to be handed out, read ahead from the stream's input, and which engine has which task.
-    Thread-safe: each engine's reader thread asks for that engine's next pair."""
-
-    def __init__(self, pairs: Iterable[tuple[Candidate, Task]], lookahead: int, engines: int = 1) -> None:
-        self._source = iter(pairs)
-        self._waiting: deque[tuple[Candidate, Task]] = deque()
-        self._lookahead = max(1, lookahead)
-        self._engines = max(1, engines)
-        self._owner: dict[str, int] = {}  # task id -> the engine that took its first pair
-        self._taken: dict[int, set[str]] = {}  # engine -> the tasks it has had pairs of (its own, and any shared)
-        self._lock = threading.Lock()
-        self._exhausted = False
-
-    def next_for(self, engine: int) -> tuple[Candidate, Task] | None:
-        """The next pair for `engine`, or None once every pair is handed out."""
-        with self._lock:
-            while not self._exhausted and len(self._waiting) < self._lookahead:
-                try:
-                    self._waiting.append(next(self._source))
-                except StopIteration:
-                    self._exhausted = True
-            if not self._waiting:
-                return None
-            chosen = self._choose(engine)
-            pair = self._waiting[chosen]
-            del self._waiting[chosen]
-            self._owner.setdefault(pair[1].id, engine)
-            self._taken.setdefault(engine, set()).add(pair[1].id)
-            return pair
-
-    def give_back(self, pair: tuple[Candidate, Task]) -> None:
-        """A pair an engine could not take: first in line again."""
-        with self._lock:
-            self._waiting.appendleft(pair)
-
-    def all_read(self) -> bool:
-        """Whether the input is read to its end (the waiting pairs are the stream's last)."""
-        with self._lock:
-            return self._exhausted
-
-    def drained(self) -> bool:
-        """Whether every pair is handed out (known without reading further)."""
-        with self._lock:
-            return self._exhausted and not self._waiting
-
-    def unfinished(self) -> bool:
-        """Whether pairs are still waiting or unread (none is read beyond the first)."""
-        with self._lock:
-            if not self._waiting and not self._exhausted:
-                try:
-                    self._waiting.append(next(self._source))
-                except StopIteration:
-                    self._exhausted = True
-            return bool(self._waiting)
-
-    def _choose(self, engine: int) -> int:
-        mine = self._taken.get(engine, set())
-        owned = Counter(self._owner.values())
-        may_claim = all(owned[engine] <= owned[other] for other in range(self._engines) if other != engine)
-        unowned = None
-        for index, (_, task) in enumerate(self._waiting):
-            if task.id in mine:
-                return index
-            if task.id not in self._owner:
-                if may_claim:
-                    return index
-                unowned = index if unowned is None else unowned
-        return unowned if unowned is not None else 0
 
 
 def engine_devices(options: VerifyOptions) -> list[str | None]:
@@ -137,32 +56,6 @@ def engine_devices(options: VerifyOptions) -> list[str | None]:
     visible = environment.visible_gpu_ids()
     on = config.ENGINE_PROCESS_PER_GPU if wanted is None else wanted > 1
     return list(visible) if on and len(visible) > 1 else []
-
-
-def within_reach(pending: int, others: list[int], slack: int) -> bool:
-    """Whether an engine holding `pending` pairs may take one more beside engines holding `others`: not while it
-    is more than `slack` ahead of the least loaded."""
-    return not others or pending <= min(others) + slack
-
-
-def balanced(engine: Any, engines: list[Any], last_pairs: bool, slack: int, now: float) -> bool:
-    """Whether `engine` may take a pair beside `engines` (each with its `pending` pairs, `ended`, `told_end`,
-    `asking`, `has_asked` and `asked_at`): not while it is more than `slack` ahead of the least loaded of those
-    still asking, or starting (one that has not asked for `ENGINE_BALANCE_WAIT_S` holds nobody back).
-
-    Once the input is all read (`last_pairs`), without slack, against those starting or reading now (asking, or
-    answered within `ENGINE_READING_S`): the last pairs go to the least loaded of the engines that want them, and
-    none waits long for one that does not (its window read, it waits for room for the next). Not only those asking
-    at that moment: two engines reading side by side ask in turn, and the last pairs of a 96-kernel stream went
-    53 to 43 (docs/gpu-runs.md)."""
-
-    def holds_back(e: Any) -> bool:
-        if not last_pairs or not e.has_asked:  # one starting holds the others back as long as ever
-            return now - e.asked_at < config.ENGINE_BALANCE_WAIT_S
-        return e.asking or now - e.asked_at < config.ENGINE_READING_S
-
-    others = [len(e.pending) for e in engines if e is not engine and not e.ended and not e.told_end and holds_back(e)]
-    return within_reach(len(engine.pending), others, 0 if last_pairs else slack)
 
 
 def engine_shares(devices: list[str | None], cores: list[int], compile_workers: int) -> list[dict[str, Any]]:
@@ -191,6 +84,9 @@ class _Engine:
         self.pending_lock = threading.Lock()
         self.ended = False  # set, under pending_lock, once its pending pairs were said
         self.told_end = False  # it was told there are no more pairs
+        self.flushed = True  # no pair sent since its last window's end (`hand_back.WINDOW_END`)
+        self.handing_back = False  # asked to hand pairs back, not yet answered
+        self.refused_at: int | None = None  # its pending count when it last had none to hand back
         self.asked_at = time.monotonic()  # its start, then its last request for a pair
         self.asking = False  # a request of its waits for its answer
         self.has_asked = False
@@ -237,6 +133,8 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
     engines: list[_Engine] = []
     balance = threading.Condition()  # notified whenever an engine's pending pairs change or it ends
     slack = max(1, options.batch_size)  # while input is left to read; none for its last pairs
+    default_workers = config.EVAL_WORKERS_PER_GPU if options.backend == "cuda" else config.EVAL_WORKERS_CPU
+    workers = max(1, options.eval_workers if options.eval_workers is not None else default_workers)  # an engine's
 
     def may_take(engine: _Engine) -> bool:
         return router.drained() or balanced(engine, engines, router.all_read(), slack, time.monotonic())
@@ -248,27 +146,62 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
     def crash(pair: tuple[Candidate, Task], why: str) -> KernelRecord:
         return failure_record(pair[0], pair[1], options.backend, "crash", why)
 
+    def holding(engine: _Engine) -> list[_Engine]:
+        """The other engines still at work that may hand pairs back (told the end or not), or are handing some
+        back now: nobody is told the end while pairs may still come back to hand out."""
+        return [e for e in engines if e is not engine and not e.ended
+                and (e.handing_back or hand_back.worth_waiting(len(e.pending), workers))]  # fmt: skip
+
+    def ask_hand_back(taker: _Engine) -> None:
+        """Ask the engine with the most pending pairs to hand some back for `taker`, once `taker`'s own run low
+        (one request to an engine at a time; none again while its pending stand where it had none to give)."""
+        givers = [e for e in holding(taker) if not e.handing_back and e.refused_at != len(e.pending)]
+        if not givers:
+            return
+        giver = max(givers, key=lambda e: len(e.pending))
+        count = hand_back.hand_back_size(len(taker.pending), len(giver.pending), workers)
+        if count:
+            giver.handing_back = True
+            try:
+                giver.send(("hand_back", count))
+            except OSError:  # it ended meanwhile: its pending pairs become crash records
+                giver.handing_back = False
+
+    def choose(engine: _Engine) -> Any:
+        """The engine's next pair; `hand_back.WINDOW_END` while it must wait for pairs another engine may hand
+        back; None once there are no more."""
+        while True:
+            with balance:
+                while not engine.ended and not may_take(engine):
+                    balance.wait(0.5)
+            pair = router.next_for(engine.index)
+            if pair is not None or engine.ended or not holding(engine):
+                return pair
+            if not engine.flushed:  # what it holds in a window not yet full is built and evaluated meanwhile
+                return hand_back.WINDOW_END
+            with balance:
+                ask_hand_back(engine)
+                balance.wait(0.5)
+
     def answer(engine: _Engine) -> None:
-        """Hand the engine a pair for each of its requests (None once there are no more)."""
+        """Answer each of the engine's requests: a pair, a window's end, or None once there are no more."""
         try:
             while engine.requests.get() is not None:
-                with balance:
-                    while not engine.ended and not may_take(engine):
-                        balance.wait(0.5)
-                pair = router.next_for(engine.index)
-                engine.told_end = pair is None
+                pair = choose(engine)
+                window_end = pair is hand_back.WINDOW_END
+                engine.told_end, engine.flushed = pair is None, pair is None or window_end
                 sequence = next(sequences)
                 with engine.pending_lock:
                     if engine.ended:
-                        if pair is not None:
+                        if pair is not None and not window_end:
                             router.give_back(pair)
                         return
-                    if pair is not None:
+                    if pair is not None and not window_end:
                         engine.pending[sequence] = pair
                     engine.asking = False
                 changed()
                 try:
-                    engine.send(None if pair is None else (sequence, *pair))
+                    engine.send("window_end" if window_end else None if pair is None else (sequence, *pair))
                 except OSError:  # it ended meanwhile: the pair goes to another engine
                     with engine.pending_lock:
                         if engine.pending.pop(sequence, None) is not None:
@@ -276,6 +209,18 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
                     return
         except BaseException as exc:  # noqa: BLE001 - the input raised: surfaced in the caller's thread
             records.put(exc)
+
+    def handed_back(engine: _Engine, returned: list[int]) -> None:
+        """Pairs the engine removed from its stream, unbegun: waiting again, first in line, for any engine."""
+        with engine.pending_lock:
+            pairs_back = [engine.pending.pop(sequence) for sequence in returned if sequence in engine.pending]
+            engine.handing_back = False
+            engine.refused_at = None if pairs_back else len(engine.pending)
+        for pair in reversed(pairs_back):
+            router.give_back(pair)
+        if pairs_back:
+            log.debug("engine %d handed back %d pairs", engine.index, len(pairs_back))
+        changed()
 
     def serve(engine: _Engine) -> None:
         """Pass the engine's records on until it ends; then its pending pairs come back as crash records."""
@@ -294,6 +239,8 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
                     changed()
                     records.put(record)
                     made += 1
+                elif kind == "handed_back":
+                    handed_back(engine, body[0])
                 elif kind == "log":
                     replay_log(body[0], f"engine-{engine.index}")
                 elif kind == "error":

@@ -32,6 +32,7 @@ from builder.verify.build_queue import BuildQueue
 from builder.verify.clean_reference import ReferenceCache, process_reference_cache
 from builder.verify.compile import CompileResult, build_extension, default_cache_dir, recall_build, remember_members
 from builder.verify.evaluation import run_judged
+from builder.verify.hand_back import UnstartedWork, read_window
 from builder.verify.options import VerifyOptions
 from builder.verify.pool import EvalPool, PooledChild, build_job, child_env
 from builder.verify.profiling import attach_profiles
@@ -198,6 +199,7 @@ class Verifier:
             keep_timing_cores(self._devices(), config.TIMING_CORES_PER_GPU)
         self.baselines = BaselineCache(self.options.baseline_cache_dir)
         self.references = ReferenceCache()
+        self._unstarted: UnstartedWork | None = None  # the running stream's built pairs no worker has taken
 
     def _build(self, source: str, language: str, cancel: threading.Event | None = None) -> CompileResult:
         o = self.options
@@ -213,6 +215,15 @@ class Verifier:
         per_device = self.options.eval_workers if self.options.eval_workers is not None else default
         return self._devices() * max(1, per_device)
 
+    def hand_back(self, count: int) -> list[tuple[Candidate, Task]]:
+        """Up to `count` pairs of the running stream that no evaluation worker has taken, built (`hand_back`):
+        removed from this stream, which makes no record of them."""
+        if self._unstarted is None:
+            return []
+        taken = self._unstarted.take_back(count, lambda item: item is not _DONE and item[1].ok,
+                                          group=lambda item: item[0][1].id)  # fmt: skip
+        return [pair for pair, _ in taken]
+
     def stream(self, pairs: Iterable[tuple[Candidate, Task]]) -> Iterator[KernelRecord]:
         """Yield one record per (candidate, task), in completion order."""
         if self.engine_devices:
@@ -221,7 +232,7 @@ class Verifier:
             return
         milestones.mark("stream_started")
         workers = self._eval_workers()
-        work: queue.Queue = queue.Queue(maxsize=max(2, workers * self.options.batch_size))
+        work = self._unstarted = UnstartedWork(maxsize=max(2, workers * self.options.batch_size))
         records: queue.Queue = queue.Queue()
         source = iter(pairs)
         stop = threading.Event()
@@ -270,8 +281,11 @@ class Verifier:
                     for number in itertools.count():
                         while not stop.is_set() and not room.acquire(timeout=0.5):
                             continue
-                        if stop.is_set() or not (window := list(itertools.islice(source, window_size))):
+                        if stop.is_set() or (window := read_window(source, window_size)) is None:
                             break
+                        if not window:  # an engine's input closed a window it had not begun
+                            room.release()
+                            continue
                         milestones.mark("first_window_received")
                         for _, task in window:
                             if self.options.backend == "cuda":  # the device idles through the first compiles

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import pickle
+import queue
 import signal
 import sys
 import threading
@@ -98,22 +99,47 @@ def _engine_main(connection: Connection) -> int:
     builder_log.addHandler(_ForwardLogs(send))
     builder_log.propagate = False  # shown by the builder's process, not also on this one's stderr
 
-    def pairs() -> Iterator[tuple[Candidate, Task]]:
-        """The stream's input: one pair per request (only this thread receives)."""
+    answers: queue.Queue = queue.Queue()  # the builder's answers to this engine's requests for pairs
+
+    def pairs() -> Iterator[tuple[Candidate, Task] | object]:
+        """The stream's input: one pair per request, or the end of a window (`hand_back.WINDOW_END`)."""
         while True:
             send(("next",))
-            item = connection.recv()
+            item = answers.get()
             if item is None:
                 return
+            if item == "window_end":
+                yield WINDOW_END
+                continue
             sequence, candidate, task = item
             key = _key(candidate.task_id, candidate.kernel_id, candidate.kernel_name)
             sequences.setdefault(key, deque()).append(sequence)
             yield candidate, task
 
+    def hand_back(count: int) -> None:
+        """Pairs no worker has begun, removed from this stream and said to the builder by their sequences."""
+        returned = [sequences[_key(c.task_id, c.kernel_id, c.kernel_name)].pop() for c, _ in verifier.hand_back(count)]
+        send(("handed_back", returned))
+
+    def receive() -> None:
+        """Every message from the builder after "start" (only this thread receives): answers for the stream's
+        input, and requests to hand back pairs, answered at once whatever the stream is doing."""
+        try:
+            while True:
+                item = connection.recv()
+                if isinstance(item, tuple) and item and item[0] == "hand_back":
+                    hand_back(int(item[1]))
+                else:
+                    answers.put(item)
+        except (EOFError, OSError):
+            answers.put(None)  # the builder has gone: the input ends (and the engine with it)
+
     from builder.verify.engine import Verifier
+    from builder.verify.hand_back import WINDOW_END
 
     verifier = Verifier(options)
     milestones.mark("verifier_ready")
+    threading.Thread(target=receive, daemon=True, name="ka-engine-receive").start()
     records, made, last_record_at = verifier.stream(pairs()), 0, None
     ended = False
     try:

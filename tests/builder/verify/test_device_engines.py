@@ -12,7 +12,6 @@ import time
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -25,110 +24,6 @@ from builder.verify.engine import Verifier, VerifyOptions
 FIXTURES = config.REPO_ROOT / "tests" / "fixtures"
 SUITE = FIXTURES / "tasks"
 PYTHON = FIXTURES / "candidates" / "python"
-
-
-class FakeTask:
-    def __init__(self, task_id: str) -> None:
-        self.id = task_id
-
-
-def pairs_of(*task_ids: str) -> list[tuple[str, FakeTask]]:
-    return [(f"p{index}", FakeTask(task_id)) for index, task_id in enumerate(task_ids)]
-
-
-def test_an_engine_takes_its_own_and_new_tasks_in_the_inputs_order():
-    # Interleaved input: each engine goes through its tasks side by side, not one task's pairs first.
-    router = device_engines.Router(pairs_of("a", "b", "c", "d", "a", "b", "c", "d"), lookahead=8)
-    assert [router.next_for(0)[0], router.next_for(1)[0]] == ["p0", "p1"]  # a -> 0, b -> 1
-    assert router.next_for(0)[0] == "p2"  # c, nobody's yet, comes before a's next pair (p4)
-    assert router.next_for(0)[0] == "p3"  # and d
-    assert router.next_for(0)[0] == "p4"  # then a, its own, skipping nothing of its own
-    assert router.next_for(1)[0] == "p5"  # b is engine 1's; c and d (engine 0's) are passed over
-    assert [router.next_for(0)[0], router.next_for(0)[0]] == ["p6", "p7"]
-    assert router.next_for(1) is None
-
-
-def test_two_engines_split_the_tasks_evenly_whoever_asks_first():
-    router = device_engines.Router(pairs_of("a", "b", "c", "d", "a", "b", "c", "d"), lookahead=8, engines=2)
-    assert [router.next_for(0)[0], router.next_for(0)[0]] == ["p0", "p4"]  # a task ahead of engine 1: its own
-    assert [router.next_for(1)[0], router.next_for(1)[0]] == ["p1", "p2"]  # b, then c (level, it may claim)
-    assert router.next_for(0)[0] == "p3"  # d: one task behind, engine 0 claims again
-    assert [router.next_for(1)[0], router.next_for(1)[0], router.next_for(0)[0]] == ["p5", "p6", "p7"]
-
-
-def test_an_engine_out_of_its_own_pairs_shares_one_task_before_another():
-    router = device_engines.Router(pairs_of("a", "b", "c", "b", "c", "b"), lookahead=6, engines=2)
-    assert [router.next_for(0)[0], router.next_for(1)[0], router.next_for(1)[0]] == ["p0", "p1", "p2"]
-    assert router.next_for(0)[0] == "p3"  # nothing of its own or nobody's: engine 1's b, the first waiting
-    assert router.next_for(0)[0] == "p5"  # b again, past c: one more clean reference, not two
-
-
-def engine_state(pending: int, asking: bool = False, asked_s_ago: float = 0.0, told_end: bool = False,
-                 has_asked: bool = True):  # fmt: skip
-    return SimpleNamespace(pending=[None] * pending, ended=False, told_end=told_end, asking=asking,
-                           asked_at=100.0 - asked_s_ago, has_asked=has_asked)  # fmt: skip
-
-
-def test_the_last_pairs_go_to_the_least_loaded_engine_that_wants_them():
-    busy, other = engine_state(20), engine_state(10, asking=True)
-    assert device_engines.balanced(busy, [busy, other], last_pairs=False, slack=16, now=100.0)  # a build's slack
-    assert not device_engines.balanced(busy, [busy, other], last_pairs=True, slack=16, now=100.0)  # none at the end
-    other.asking = False  # between two of its requests: still reading its window, so still held back for
-    assert not device_engines.balanced(busy, [busy, other], last_pairs=True, slack=16, now=100.0)
-    other.asked_at -= config.ENGINE_READING_S + 0.1  # its window read, it waits for room: nobody waits for it
-    assert device_engines.balanced(busy, [busy, other], last_pairs=True, slack=16, now=100.0)
-    starting = engine_state(0, asked_s_ago=config.ENGINE_READING_S + 1, has_asked=False)  # spawned, not yet asking
-    assert not device_engines.balanced(busy, [busy, starting], last_pairs=True, slack=16, now=100.0)  # no runaway
-    level = engine_state(10)
-    assert device_engines.balanced(level, [level, engine_state(10, asking=True)], last_pairs=True, slack=16, now=100.0)
-
-
-def test_an_engine_silent_too_long_or_told_the_end_holds_nobody_back():
-    engine = engine_state(40)
-    silent = engine_state(0, asked_s_ago=config.ENGINE_BALANCE_WAIT_S + 1)
-    assert device_engines.balanced(engine, [engine, silent], last_pairs=False, slack=16, now=100.0)
-    assert device_engines.balanced(engine, [engine, engine_state(0, told_end=True)], False, 16, now=100.0)
-    assert not device_engines.balanced(engine, [engine, engine_state(0, asked_s_ago=1.0)], False, 16, now=100.0)
-
-
-def test_an_engine_keeps_its_tasks_and_takes_new_ones_before_others():
-    router = device_engines.Router(pairs_of("a", "b", "a", "b", "c"), lookahead=5)
-    assert router.next_for(0)[0] == "p0"  # a -> engine 0
-    assert router.next_for(1)[0] == "p1"  # a is engine 0's: b, nobody's yet -> engine 1
-    assert router.next_for(1)[0] == "p3"  # engine 1 keeps b
-    assert router.next_for(1)[0] == "p4"  # then a new task (c)
-    assert router.next_for(1)[0] == "p2"  # then, rather than idle, engine 0's
-    assert router.next_for(0) is None
-
-
-def test_a_pair_given_back_goes_out_first_and_leaves_the_stream_unfinished():
-    router = device_engines.Router(pairs_of("a", "a"), lookahead=1)
-    first = router.next_for(0)
-    router.give_back(first)
-    assert router.next_for(1) is first
-    router.give_back(first)
-    assert router.unfinished()
-    assert [router.next_for(0)[0], router.next_for(0)[0], router.next_for(0)] == ["p0", "p1", None]
-    assert not router.unfinished()
-
-
-def test_the_router_reads_its_input_only_as_far_as_it_looks_ahead():
-    read = []
-
-    def source():
-        for pair in pairs_of("a", "b", "c", "d"):
-            read.append(pair[0])
-            yield pair
-
-    router = device_engines.Router(source(), lookahead=2)
-    router.next_for(0)
-    assert read == ["p0", "p1"]
-
-
-def test_an_engine_ahead_of_the_least_loaded_by_more_than_a_build_waits():
-    assert device_engines.within_reach(18, [2, 40], slack=16)
-    assert not device_engines.within_reach(19, [2, 40], slack=16)  # the first engine up would take it all
-    assert device_engines.within_reach(500, [], slack=16)  # the only one still asking
 
 
 def test_cores_and_compile_workers_are_shared_out():
@@ -246,3 +141,35 @@ def test_closing_the_stream_stops_every_engine_and_its_children(tmp_path, caplog
               if r.getMessage().startswith("engine totals: ")}  # fmt: skip
     assert set(totals) == {"engine-0", "engine-1"}, totals
     assert all(engine["stopped"] and "first_window_received" in engine["milestones"] for engine in totals.values())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_an_engine_out_of_pairs_takes_over_pairs_the_other_has_not_begun(tmp_path, caplog, monkeypatch):
+    # One engine's task times out on every pair, the other's is judged in a second or two: at the end the quick
+    # engine takes over what the slow one has not begun, and every pair still comes back exactly once.
+    monkeypatch.setattr(config, "ENGINE_HAND_BACK_MIN_PAIRS", 1)  # the builder's decision: taken on a CPU's scale
+    slow = fixture_pairs(["timeout_infinite_loop.py"] * 8)
+    quick = []
+    for index, (candidate, _) in enumerate(fixture_pairs(["incorrect_wrong_result.py"] * 8)):
+        other, task, _ = resolve_candidate(PYTHON / "incorrect_wrong_result.py", "1/2", SUITE, "cpu")
+        quick.append((replace(other, source=candidate.source, kernel_name=f"quick-{index}"), task))
+    pairs = [pair for both in zip(slow, quick, strict=True) for pair in both]  # each engine keeps its task
+    options = VerifyOptions(backend="cpu", engines=2, batch_size=2, timeout_s=4, build_cache_dir=tmp_path / "builds",
+                            baseline_cache_dir=tmp_path / "baselines")  # fmt: skip
+    caplog.set_level(logging.DEBUG, logger=device_engines.__name__)
+    caplog.set_level(logging.DEBUG, logger="builder.verify.engine")
+    records = list(Verifier(options).stream(pairs))
+    assert sorted(r.kernel_name for r in records) == sorted(c.kernel_name for c, _ in pairs)
+    # (the quick ones: the scale-shift kernel raises on the matmul task's inputs)
+    assert {r.kernel_name: r.status for r in records} == {
+        **{c.kernel_name: "timeout" for c, _ in slow}, **{c.kernel_name: "runtime_error" for c, _ in quick}}  # fmt: skip
+    handed = [r.getMessage() for r in caplog.records if " handed back " in r.getMessage()]
+    assert handed, "no pair was handed back"
+    giver = int(handed[0].split()[1])
+    totals = {r.processName: json.loads(r.getMessage().removeprefix("engine totals: ")) for r in caplog.records
+              if r.getMessage().startswith("engine totals: ")}  # fmt: skip
+    moved = sum(int(line.split()[4]) for line in handed)
+    assert totals[f"engine-{1 - giver}"]["records"] > len(quick) - moved  # the taker evaluated some of the slow task
+    assert sum(t["records"] for t in totals.values()) == len(pairs)
+    assert not engine_processes()
