@@ -267,6 +267,7 @@ class PhaseLog(logging.Handler):
         super().__init__(logging.DEBUG)
         self.by_kernel: dict[str, dict[str, float]] = {}
         self.engines: dict[str, dict] = {}  # engine process name -> its totals (`engine_process.engine_totals`)
+        self.handed_back: list[int] = []  # pairs each hand-back at a stream's end moved (`hand_back.py`)
 
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
@@ -275,6 +276,8 @@ class PhaseLog(logging.Handler):
                 self.engines[record.processName] = json.loads(message.removeprefix("engine totals: "))
             except ValueError:
                 pass
+        elif record.name == "builder.verify.device_engines" and " handed back " in message:
+            self.handed_back.append(int(message.split(" handed back ")[1].split()[0]))
         elif message.startswith("evaluation phases of "):
             name, _, phases = message.removeprefix("evaluation phases of ").partition(": ")
             try:
@@ -347,6 +350,9 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
     engine_log = logging.getLogger("builder.verify.engine")
     engine_log.addHandler(phase_log)
     engine_log.setLevel(logging.DEBUG)
+    routing_log = logging.getLogger("builder.verify.device_engines")  # its hand-backs at the end
+    routing_log.addHandler(phase_log)
+    routing_log.setLevel(logging.DEBUG)
     sampler = GpuSampler()
     sampler.start()
     watch = GateWatch(gate)
@@ -401,6 +407,7 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
     for line in census_lines(census.stop()):
         print(f"  {label}: cores, {line}")
     engine_log.removeHandler(phase_log)
+    routing_log.removeHandler(phase_log)
     for name, value in phase_log.means().items():  # "device_allocs." phases are counts
         unit = "  " if name.startswith("device_allocs.") else " s"
         print(f"  {label}: child phase {name:36s} {value:8.3f}{unit} (mean of {len(phase_log.phases)})")
@@ -437,6 +444,8 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
             **rates,
             f"{label}: GPU-busy s/kernel (all GPUs)": busy / n,
             f"{label}: one engine alone at the end s": alone_at_the_end(list(phase_log.engines.values())),
+            f"{label}: pairs handed back at the end": sum(phase_log.handed_back),
+            f"{label}: hand-backs at the end": len(phase_log.handed_back),
         }
     return {**rates, f"{label}: compile core-s/kernel": sum(verifier.builds.values()) / n,
             f"{label}: GPU-busy s/kernel": busy / n, f"{label}: GPU-idle s/kernel": (wall - busy) / n,

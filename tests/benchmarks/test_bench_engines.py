@@ -59,6 +59,15 @@ def test_the_phase_log_keeps_each_engines_totals_by_process():
     assert phase_log.engines == {"engine-1": TOTALS} and phase_log.phases == []
 
 
+def test_the_phase_log_counts_the_pairs_handed_back_at_the_end():
+    phase_log = bench.PhaseLog()
+    for engine, count in ((0, 5), (1, 4)):
+        phase_log.emit(logging.makeLogRecord({"name": "builder.verify.device_engines", "args": (engine, count),
+                                              "msg": "engine %d handed back %d pairs"}))  # fmt: skip
+    phase_log.emit(logging.makeLogRecord({"name": "builder.verify.engine", "msg": "kernel handed back 3 times"}))
+    assert phase_log.handed_back == [5, 4]
+
+
 def test_two_gpus_rates_are_read_against_one_gpus_from_the_same_pass():
     one = {"VERIFIED KERNELS/HOUR": 3500.0, "kernels/hour after the first evaluated record": 3750.0,
            "kernels/hour from the 25 % to the 75 % record": 4900.0, "wall s": 98.0}  # fmt: skip
