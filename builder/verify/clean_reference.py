@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import psutil
+
 from builder import config
 from builder.tasks import Task
 from builder.verify import environment, milestones, tensor_files
@@ -58,13 +60,17 @@ class ReferenceCache:
 
     Kept as files, the least recently used dropped first: once more than `capacity` are held, their files hold
     more than `capacity_bytes`, or the disk they are on has less than `min_free_bytes` free. The newest is always
-    kept (its candidates wait for it)."""
+    kept (its candidates wait for it). Where the files live in memory (a tmpfs /tmp), they hold at most
+    `REFERENCE_CACHE_MEMORY_SHARE` of the machine's memory: the children need the rest."""
 
     def __init__(self, capacity: int = config.REFERENCE_CACHE_TASKS, capacity_bytes: int = config.REFERENCE_CACHE_BYTES,
                  min_free_bytes: int = config.REFERENCE_CACHE_MIN_FREE_BYTES) -> None:  # fmt: skip
         self.capacity, self.capacity_bytes, self.min_free_bytes = capacity, capacity_bytes, min_free_bytes
         # Private to this process: never bound into a candidate's sandbox.
         self.root = Path(tempfile.mkdtemp(prefix="ka-references-"))
+        if in_memory(self.root):
+            memory = psutil.virtual_memory().total
+            self.capacity_bytes = min(self.capacity_bytes, int(memory * config.REFERENCE_CACHE_MEMORY_SHARE))
         self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.root), True)
         self._entries: OrderedDict[str, CleanReference] = OrderedDict()
         self._locks: dict[str, threading.Lock] = {}
@@ -161,6 +167,16 @@ def process_reference_cache() -> ReferenceCache:
         if _process_cache is None:
             _process_cache = ReferenceCache()
         return _process_cache
+
+
+def in_memory(path: Path) -> bool:
+    """Whether `path` lies on a filesystem held in memory (tmpfs, ramfs): the mount with the longest prefix."""
+    best, kind = "", ""
+    for mount in psutil.disk_partitions(all=True):
+        point = mount.mountpoint.rstrip("/") + "/"
+        if (str(path).rstrip("/") + "/").startswith(point) and len(point) > len(best):
+            best, kind = point, mount.fstype
+    return kind in ("tmpfs", "ramfs")
 
 
 def _bytes_under(directory: Path) -> int:

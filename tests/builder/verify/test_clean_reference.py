@@ -6,9 +6,11 @@ from __future__ import annotations
 import gc
 import shutil
 from collections import namedtuple
+from pathlib import Path
 
 import pytest
 
+from builder import config
 from builder.tasks import load_suite
 from builder.verify import clean_reference
 from builder.verify.clean_reference import CleanReference, ReferenceCache
@@ -98,3 +100,23 @@ def test_a_dropped_references_files_go_once_no_evaluation_holds_it(computed, tas
     cache.close()
     assert not cache.root.exists()
     shutil.rmtree(cache.root, ignore_errors=True)
+
+
+def test_a_filesystem_in_memory_is_told_by_the_mount_with_the_longest_prefix(monkeypatch):
+    mount = namedtuple("mount", "device mountpoint fstype opts")
+    mounts = [mount("/dev/vda", "/", "ext4", ""), mount("tmpfs", "/tmp", "tmpfs", ""),
+              mount("/dev/vdb", "/tmp/disk", "xfs", ""), mount("tmpfs", "/tmpfiles", "tmpfs", "")]  # fmt: skip
+    monkeypatch.setattr(clean_reference.psutil, "disk_partitions", lambda all: mounts)
+    assert clean_reference.in_memory(Path("/tmp/ka-references-x"))
+    assert not clean_reference.in_memory(Path("/tmp/disk/ka-references-x"))
+    assert not clean_reference.in_memory(Path("/tmpx/ka-references-x"))  # a prefix of the name, not the path
+    assert clean_reference.in_memory(Path("/tmp"))
+
+
+def test_references_in_memory_hold_a_share_of_it_at_most(monkeypatch):
+    memory = namedtuple("memory", "total")
+    monkeypatch.setattr(clean_reference.psutil, "virtual_memory", lambda: memory(64 << 30))
+    monkeypatch.setattr(clean_reference, "in_memory", lambda path: True)
+    assert ReferenceCache().capacity_bytes == int((64 << 30) * config.REFERENCE_CACHE_MEMORY_SHARE)
+    monkeypatch.setattr(clean_reference, "in_memory", lambda path: False)
+    assert ReferenceCache().capacity_bytes == config.REFERENCE_CACHE_BYTES
