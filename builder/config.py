@@ -247,15 +247,12 @@ SANDBOX_CANCEL_POLL_S = 0.2  # how often a wait that can be cancelled (a stoppin
 # Scratch folders of sandboxed children, a prefix per kind of work (the throughput bench's CPU census uses it).
 SCRATCH_PREFIXES = {"compile": "ka-compile-", "evaluation": "ka-eval-", "baseline": "ka-baseline-",
                     "reference": "ka-reference-", "profiling": "ka-ncu-", "zygote": "ka-zygote-"}  # fmt: skip
-CPU_EXTENSION_CFLAGS = ("-O3",)
-# No --use_fast_math by default: it changes numerics (VerifyOptions.fast_math opts in).
-CUDA_EXTENSION_CFLAGS = ("-O3",)
+CPU_EXTENSION_CFLAGS = CUDA_EXTENSION_CFLAGS = ("-O3",)  # no --use_fast_math: numerics (VerifyOptions.fast_math)
 CUDA_FAST_MATH_FLAG = "--use_fast_math"
 COMPILE_WORKERS = max(1, (os.cpu_count() or 2) // 2)  # parallel compile children (each runs ninja/nvcc)
 # Candidates per shared build at most (the torch headers dominate a build), no more than an even share of the
 # compile workers; a stream's first builds ramp up from COMPILE_FIRST_BATCH_SIZE (docs/architecture.md).
-COMPILE_BATCH_SIZE = 16
-COMPILE_FIRST_BATCH_SIZE = 4
+COMPILE_BATCH_SIZE, COMPILE_FIRST_BATCH_SIZE = 16, 4
 # Windows of candidates (COMPILE_BATCH_SIZE x compile workers) whose builds wait in the queue at once, earlier
 # windows first: the next window's builds take the workers that the last one's stragglers leave idle.
 COMPILE_WINDOWS_IN_FLIGHT = 2
@@ -278,9 +275,8 @@ TIMING_CORES_PER_GPU = 2  # cores per GPU for its timing windows alone, if half 
 BASELINE_TIMEOUT_S = 900.0
 REFERENCE_WARM_WORKERS = 4  # clean references computed ahead of the tasks' first candidates (CUDA builds)
 BASELINE_WARM_WORKERS = 4  # eager + torch.compile baselines of one task (inductor compiles inside)
-# inductor's compile threads in a baseline child: its default worker processes cost the cores the first builds
-# need (benchmarks/probe_baseline_compile.py); the generated code, and its timing, is the same.
-BASELINE_COMPILE_THREADS = 1
+# inductor's compile threads in a baseline child: its default worker processes cost the cores the first builds need.
+BASELINE_COMPILE_THREADS = 1  # the code it makes, and its timing, is the same (benchmarks/probe_baseline_compile.py)
 SEED_BITS = 63  # seeds are secrets.randbits(SEED_BITS), drawn per build
 
 # --- explorer ----------------------------------------------------------------------------------
