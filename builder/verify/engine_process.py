@@ -117,8 +117,13 @@ def _engine_main(connection: Connection) -> int:
             yield candidate, task
 
     def hand_back(count: int) -> None:
-        """Pairs no worker has begun, removed from this stream and said to the builder by their sequences."""
-        returned = [sequences[_key(c.task_id, c.kernel_id, c.kernel_name)].pop() for c, _ in verifier.hand_back(count)]
+        """Pairs no worker has begun, removed from this stream and said to the builder by their sequences (every
+        pair came through `pairs`, so each has one; one without would stay pending and end as a crash record)."""
+        returned = []
+        for candidate, _ in verifier.hand_back(count):
+            waiting = sequences.get(_key(candidate.task_id, candidate.kernel_id, candidate.kernel_name))
+            if waiting:
+                returned.append(waiting.pop())
         send(("handed_back", returned))
 
     def receive() -> None:
@@ -131,8 +136,8 @@ def _engine_main(connection: Connection) -> int:
                     hand_back(int(item[1]))
                 else:
                     answers.put(item)
-        except (EOFError, OSError):
-            answers.put(None)  # the builder has gone: the input ends (and the engine with it)
+        except (EOFError, OSError, pickle.UnpicklingError):
+            answers.put(None)  # the builder has gone (mid-message, perhaps): the input ends, and the engine with it
 
     from builder.verify.engine import Verifier
     from builder.verify.hand_back import WINDOW_END

@@ -60,7 +60,7 @@ class Router:
             return pair
 
     def give_back(self, pair: tuple[Candidate, Task]) -> None:
-        """A pair an engine could not take: first in line again."""
+        """A pair an engine could not take, or one an engine handed back unbegun: first in line again."""
         with self._lock:
             self._waiting.appendleft(pair)
 
