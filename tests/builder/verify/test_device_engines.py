@@ -143,20 +143,27 @@ def test_closing_the_stream_stops_every_engine_and_its_children(tmp_path, caplog
     assert all(engine["stopped"] and "first_window_received" in engine["milestones"] for engine in totals.values())
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_an_engine_out_of_pairs_takes_over_pairs_the_other_has_not_begun(tmp_path, caplog, monkeypatch):
-    # One engine's task times out on every pair, the other's is judged in a second or two: at the end the quick
-    # engine takes over what the slow one has not begun, and every pair still comes back exactly once.
-    monkeypatch.setattr(config, "ENGINE_HAND_BACK_MIN_PAIRS", 1)  # the builder's decision: taken on a CPU's scale
+def slow_and_quick_tasks(tmp_path) -> tuple[list, list, VerifyOptions]:
+    """Pairs of a task that times out on every pair and of one judged in a second or two, interleaved (each engine
+    keeps one task), and two CPU engines for them."""
     slow = fixture_pairs(["timeout_infinite_loop.py"] * 8)
     quick = []
     for index, (candidate, _) in enumerate(fixture_pairs(["incorrect_wrong_result.py"] * 8)):
         other, task, _ = resolve_candidate(PYTHON / "incorrect_wrong_result.py", "1/2", SUITE, "cpu")
         quick.append((replace(other, source=candidate.source, kernel_name=f"quick-{index}"), task))
-    pairs = [pair for both in zip(slow, quick, strict=True) for pair in both]  # each engine keeps its task
     options = VerifyOptions(backend="cpu", engines=2, batch_size=2, timeout_s=4, build_cache_dir=tmp_path / "builds",
                             baseline_cache_dir=tmp_path / "baselines")  # fmt: skip
+    return slow, quick, options
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_an_engine_out_of_pairs_takes_over_pairs_the_other_has_not_begun(tmp_path, caplog, monkeypatch):
+    # At the end the quick engine takes over what the slow one has not begun, and every pair still comes back
+    # exactly once.
+    monkeypatch.setattr(config, "ENGINE_HAND_BACK_MIN_PAIRS", 1)  # the builder's decision: taken on a CPU's scale
+    slow, quick, options = slow_and_quick_tasks(tmp_path)
+    pairs = [pair for both in zip(slow, quick, strict=True) for pair in both]
     caplog.set_level(logging.DEBUG, logger=device_engines.__name__)
     caplog.set_level(logging.DEBUG, logger="builder.verify.engine")
     records = list(Verifier(options).stream(pairs))
@@ -172,4 +179,40 @@ def test_an_engine_out_of_pairs_takes_over_pairs_the_other_has_not_begun(tmp_pat
     moved = sum(int(line.split()[4]) for line in handed)
     assert totals[f"engine-{1 - giver}"]["records"] > len(quick) - moved  # the taker evaluated some of the slow task
     assert sum(t["records"] for t in totals.values()) == len(pairs)
+    assert not engine_processes()
+
+
+class KillOnHandBack(logging.Handler):
+    """At the first hand-back the builder logs, SIGKILL the engine with the most children (one still at work)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.killed: psutil.Process | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.killed is None and " handed back " in record.getMessage():
+            self.killed = max(engine_processes(), key=lambda engine: len(engine.children(recursive=True)))
+            self.killed.send_signal(signal.SIGKILL)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_an_engine_killed_as_pairs_are_handed_back_loses_none_and_repeats_none(tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "ENGINE_HAND_BACK_MIN_PAIRS", 1)
+    slow, quick, options = slow_and_quick_tasks(tmp_path)
+    pairs = [pair for both in zip(slow, quick, strict=True) for pair in both]
+    killer = KillOnHandBack()
+    routing_log = logging.getLogger(device_engines.__name__)
+    routing_log.addHandler(killer)
+    monkeypatch.setattr(routing_log, "level", logging.DEBUG)
+    try:
+        records = list(Verifier(options).stream(pairs))
+    finally:
+        routing_log.removeHandler(killer)
+    assert killer.killed is not None, "no pair was handed back"
+    names_back = Counter(r.kernel_name for r in records)
+    assert sorted(names_back) == sorted(c.kernel_name for c, _ in pairs) and set(names_back.values()) == {1}
+    crashed = [r for r in records if r.status == "crash"]
+    assert crashed and all("engine process" in r.error and "exit -9" in r.error for r in crashed)
+    assert {r.status for r in records} <= {"crash", "timeout", "runtime_error"}
     assert not engine_processes()
