@@ -172,7 +172,11 @@ def process_reference_cache() -> ReferenceCache:
 def in_memory(path: Path) -> bool:
     """Whether `path` lies on a filesystem held in memory (tmpfs, ramfs): the mount with the longest prefix."""
     best, kind = "", ""
-    for mount in psutil.disk_partitions(all=True):
+    try:
+        mounts = psutil.disk_partitions(all=True)
+    except (OSError, psutil.Error):  # no mount table to read: the byte bound alone holds
+        return False
+    for mount in mounts:
         point = mount.mountpoint.rstrip("/") + "/"
         if (str(path).rstrip("/") + "/").startswith(point) and len(point) > len(best):
             best, kind = point, mount.fstype

@@ -31,6 +31,9 @@ def computed(monkeypatch):
         return CleanReference(manifest={"task": task.id})
 
     monkeypatch.setattr(clean_reference, "compute_clean_reference", fake_compute)
+    usage = namedtuple("usage", "total used free")
+    plenty = usage(1 << 50, 0, 1 << 50)  # whatever this machine's disk has free
+    monkeypatch.setattr(clean_reference.shutil, "disk_usage", lambda path: plenty)
     return tasks
 
 
@@ -72,7 +75,7 @@ def test_references_past_the_byte_bound_are_dropped_oldest_first_and_computed_ag
 
 def test_a_disk_short_of_free_space_keeps_only_the_newest_reference(computed, tasks, options, monkeypatch):
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(clean_reference.shutil, "disk_usage", lambda path: usage(10, 10, 0))
+    monkeypatch.setattr(clean_reference.shutil, "disk_usage", lambda path: usage(10, 10, 0))  # after the fixture's
     cache = ReferenceCache(min_free_bytes=1)
     for task in tasks[:3]:
         assert cache.get(task, options).error is None  # its candidates still get it
@@ -120,3 +123,11 @@ def test_references_in_memory_hold_a_share_of_it_at_most(monkeypatch):
     assert ReferenceCache().capacity_bytes == int((64 << 30) * config.REFERENCE_CACHE_MEMORY_SHARE)
     monkeypatch.setattr(clean_reference, "in_memory", lambda path: False)
     assert ReferenceCache().capacity_bytes == config.REFERENCE_CACHE_BYTES
+
+
+def test_a_mount_table_that_cannot_be_read_leaves_the_byte_bound(monkeypatch):
+    def unreadable(all):
+        raise PermissionError("/proc/self/mounts")
+
+    monkeypatch.setattr(clean_reference.psutil, "disk_partitions", unreadable)
+    assert not clean_reference.in_memory(Path("/tmp"))
