@@ -96,6 +96,16 @@ def test_two_engines_give_every_pair_the_verdict_one_process_gives(tmp_path, cap
     assert not engine_processes()
 
 
+def assert_each_pair_once_the_killed_engines_as_crashes(records: list, pairs: list, statuses: set[str]) -> None:
+    """Every pair came back exactly once; the SIGKILLed engine's pending pairs as crash records; no engine left."""
+    names_back = Counter(r.kernel_name for r in records)
+    assert sorted(names_back) == sorted(c.kernel_name for c, _ in pairs) and set(names_back.values()) == {1}
+    crashed = [r for r in records if r.status == "crash"]
+    assert crashed and all("engine process" in r.error and "exit -9" in r.error for r in crashed)
+    assert {r.status for r in records} <= {"crash", *statuses}
+    assert not engine_processes()
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_an_engine_killed_mid_stream_loses_no_pair_and_repeats_none(tmp_path):
@@ -112,12 +122,7 @@ def test_an_engine_killed_mid_stream_loses_no_pair_and_repeats_none(tmp_path):
             assert busy
             killed = max(busy, key=lambda engine: len(engine.children(recursive=True)))  # one still at work
             killed.send_signal(signal.SIGKILL)
-    names_back = Counter(r.kernel_name for r in records)
-    assert sorted(names_back) == sorted(c.kernel_name for c, _ in pairs) and set(names_back.values()) == {1}
-    crashed = [r for r in records if r.status == "crash"]
-    assert crashed and all("engine process" in r.error and "exit -9" in r.error for r in crashed)
-    assert {r.status for r in records} <= {"crash", "timeout", "correct"}
-    assert not engine_processes()
+    assert_each_pair_once_the_killed_engines_as_crashes(records, pairs, {"timeout", "correct"})
 
 
 @pytest.mark.slow
@@ -210,9 +215,4 @@ def test_an_engine_killed_as_pairs_are_handed_back_loses_none_and_repeats_none(t
     finally:
         routing_log.removeHandler(killer)
     assert killer.killed is not None, "no pair was handed back"
-    names_back = Counter(r.kernel_name for r in records)
-    assert sorted(names_back) == sorted(c.kernel_name for c, _ in pairs) and set(names_back.values()) == {1}
-    crashed = [r for r in records if r.status == "crash"]
-    assert crashed and all("engine process" in r.error and "exit -9" in r.error for r in crashed)
-    assert {r.status for r in records} <= {"crash", "timeout", "runtime_error"}
-    assert not engine_processes()
+    assert_each_pair_once_the_killed_engines_as_crashes(records, pairs, {"timeout", "runtime_error"})
