@@ -133,8 +133,7 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
     engines: list[_Engine] = []
     balance = threading.Condition()  # notified whenever an engine's pending pairs change or it ends
     slack = max(1, options.batch_size)  # while input is left to read; none for its last pairs
-    default_workers = config.EVAL_WORKERS_PER_GPU if options.backend == "cuda" else config.EVAL_WORKERS_CPU
-    workers = max(1, options.eval_workers if options.eval_workers is not None else default_workers)  # an engine's
+    workers = options.workers_per_device()  # each engine's: it has one device
 
     def may_take(engine: _Engine) -> bool:
         return router.drained() or balanced(engine, engines, router.all_read(), slack, time.monotonic())

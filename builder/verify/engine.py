@@ -211,9 +211,7 @@ class Verifier:
 
     def _eval_workers(self) -> int:
         """Workers per device: their start-ups, checks and judging overlap; each timing window owns the device."""
-        default = config.EVAL_WORKERS_PER_GPU if self.options.backend == "cuda" else config.EVAL_WORKERS_CPU
-        per_device = self.options.eval_workers if self.options.eval_workers is not None else default
-        return self._devices() * max(1, per_device)
+        return self._devices() * self.options.workers_per_device()
 
     def hand_back(self, count: int) -> list[tuple[Candidate, Task]]:
         """Up to `count` pairs of the running stream that no evaluation worker has taken, built (`hand_back`):

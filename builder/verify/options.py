@@ -44,6 +44,11 @@ class VerifyOptions:
         if self.backend not in ("cuda", "cpu"):
             raise ValueError(f"backend must be cuda or cpu, not {self.backend!r}")
 
+    def workers_per_device(self) -> int:
+        """Evaluation workers per device in a stream: `eval_workers`, or the config's for the backend."""
+        default = config.EVAL_WORKERS_PER_GPU if self.backend == "cuda" else config.EVAL_WORKERS_CPU
+        return max(1, self.eval_workers if self.eval_workers is not None else default)
+
     def with_seeds(self) -> VerifyOptions:
         """These options with seeds fixed: the given ones, or `trials` fresh secret ones."""
         if self.seeds:
