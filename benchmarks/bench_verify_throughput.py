@@ -11,7 +11,7 @@ times in the warm runs, on its cached build. Prints figures and the machine.
 
     python benchmarks/bench_verify_throughput.py [--kernels N] [--tasks N] [--backend cuda|cpu]
                                                  [--eval-workers 1,4] [--skip startup,compile] [--profile]
-                                                 [--warm-gpus 1,2] [--engines N]
+                                                 [--warm-gpus 1@16,2,1] [--engines N]
                                                  [--judge-poll-max S] [--child-start fork|exec]
                                                  [--fork-references] [--refill-at-once]
                                                  [--device-reserve 0,N] [--device-connections default,N]
@@ -46,6 +46,7 @@ import time
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -56,7 +57,7 @@ from builder.candidates import Candidate  # noqa: E402
 from builder.tasks import load_suite  # noqa: E402
 from builder.verify import batching, bytecode_cache, environment, milestones, work_queues  # noqa: E402
 from builder.verify.compile import CompileResult, build_extension  # noqa: E402
-from builder.verify.device_gate import device_gate  # noqa: E402
+from builder.verify.device_gate import device_gate, keep_timing_cores, move_this_process  # noqa: E402
 from builder.verify.engine import Verifier, VerifyOptions  # noqa: E402
 from builder.verify.pool import EvalPool, build_job, child_env, run_child  # noqa: E402
 from builder.verify.sandbox import resolve_isolation  # noqa: E402
@@ -238,16 +239,39 @@ SCALED_RATES = {"VERIFIED KERNELS/HOUR": "over the run", "kernels/hour after the
                 "after the first evaluated record", "kernels/hour from the 25 % to the 75 % record": "25-75 %"}  # fmt: skip
 
 
-def scaling_lines(rates: dict[int, dict[str, float]]) -> list[str]:
-    """Each GPU count's rates over one GPU's, from one warm pass ({gpu count: {rate name: kernels/hour}}): over the
-    run, after the first evaluated record, and from the 25 % to the 75 % record (none without a one-GPU run)."""
-    one = rates.get(1) or {}
+class WarmPass(NamedTuple):
+    """A warm pass's place: the first `gpus` visible GPUs, and `cores_per_gpu` of the bench's cores for each (the
+    first ones; None: all of them). "1@16" against "2" on a 32-core box is one 16-core GPU box against the box."""
+
+    gpus: int
+    cores_per_gpu: int | None = None
+
+
+def warm_passes(text: str) -> list[WarmPass]:
+    """`--warm-gpus`: comma-separated GPU counts, each optionally @cores per GPU ("1@16,2"); ValueError if not."""
+    passes = []
+    for item in filter(None, text.split(",")):
+        gpus, at, cores = item.partition("@")
+        place = WarmPass(int(gpus), int(cores) if at else None)
+        if place.gpus < 1 or (place.cores_per_gpu is not None and place.cores_per_gpu < 1):
+            raise ValueError(item)
+        passes.append(place)
+    return passes
+
+
+def scaling_lines(rates: dict[tuple[int, int], dict[str, float]]) -> list[str]:
+    """Each several-GPU pass's rates over each one-GPU pass's, from one warm mix ({(GPUs, cores): {rate name:
+    kernels/hour}}): over the run, after the first evaluated record, and from the 25 % to the 75 % record (none
+    without a one-GPU pass)."""
     lines = []
-    for count, figures in sorted(rates.items()):
-        parts = [f"{label} {figures[name] / one[name]:.2f}x" for name, label in SCALED_RATES.items()
-                 if count > 1 and one.get(name, 0) > 0 and math.isfinite(figures.get(name, math.nan))]  # fmt: skip
-        if parts:
-            lines.append(f"{count} GPUs against 1: " + ", ".join(parts))
+    for (count, cores), figures in sorted(rates.items()):
+        for (one_count, one_cores), one in sorted(rates.items()):
+            if count < 2 or one_count != 1:
+                continue
+            parts = [f"{label} {figures[name] / one[name]:.2f}x" for name, label in SCALED_RATES.items()
+                     if one.get(name, 0) > 0 and math.isfinite(figures.get(name, math.nan))]  # fmt: skip
+            if parts:
+                lines.append(f"{count} GPUs on {cores} cores against 1 on {one_cores}: " + ", ".join(parts))
     return lines
 
 
@@ -486,7 +510,8 @@ def main() -> None:
                         help="engine processes (default: one per GPU where several are visible)")  # fmt: skip
     parser.add_argument("--warm-gpus", default="",
                         help="then the same kernels again on the builds the run left (an evaluation-bound mix), "
-                             "on the first N visible GPUs for each N, e.g. 1,2")  # fmt: skip
+                             "on the first N visible GPUs for each N, each N@C on C of the cores per GPU, "
+                             "e.g. 1@16,2,1")  # fmt: skip
     parser.add_argument("--child-start", choices=("fork", "exec"), default=None,
                         help="pre-started evaluation children forked from a zygote, or exec'd (default: the config's, "
                              f"{'fork' if config.FORK_EVALUATION_CHILDREN else 'exec'})")  # fmt: skip
@@ -524,9 +549,10 @@ def main() -> None:
     except ValueError:
         parser.error(f"--eval-workers: a comma-separated list of integers, not {args.eval_workers!r}")
     try:
-        warm_gpus = [int(v) for v in args.warm_gpus.split(",")] if args.warm_gpus else []
+        warm_gpus = warm_passes(args.warm_gpus)
     except ValueError:
-        parser.error(f"--warm-gpus: a comma-separated list of integers, not {args.warm_gpus!r}")
+        parser.error(f"--warm-gpus: comma-separated GPU counts of 1 or more, each with @cores per GPU or not, "
+                     f"not {args.warm_gpus!r}")  # fmt: skip
     try:
         reserves = [int(v) for v in args.device_reserve.split(",")] if args.device_reserve else [None]
     except ValueError:
@@ -543,8 +569,8 @@ def main() -> None:
     connections = [work_queues.DRIVER_DEFAULT if v == "default" else int(v) for v in values] or [None]
     if args.warm_repeat < 1:
         parser.error(f"--warm-repeat: 1 or more, not {args.warm_repeat}")
-    if any(n < 1 for n in warm_gpus) or (warm_gpus and backend != "cuda"):
-        parser.error(f"--warm-gpus: GPU counts of 1 or more, on the cuda backend, not {args.warm_gpus!r}")
+    if warm_gpus and backend != "cuda":
+        parser.error(f"--warm-gpus: on the cuda backend, not {backend}")
     env = environment.environment_fields(backend)
     print(f"machine: {platform.node()} {os.cpu_count()} cores, {env['gpu_name']}, torch {env['torch_version']}, "
           f"cuda {env['cuda_version']}, nvcc {env['nvcc_version']}, isolation {resolve_isolation()}, evaluation "
@@ -613,35 +639,45 @@ def copy_agreement(records) -> dict[str, float]:
             "copies: speedups within 5 % of their kernel's median": within}  # fmt: skip
 
 
-def measure_warm(pairs, options: VerifyOptions, gpu_counts: list[int], records_path: Path | None) -> None:
+def measure_warm(pairs, options: VerifyOptions, places: list[WarmPass], records_path: Path | None) -> None:
     """The last run's kernels again, each build now a cache hit, with baselines measured afresh: the rate the
-    evaluation side makes on 1, 2, ... of the visible GPUs (the engine puts its workers on every visible GPU)."""
+    evaluation side makes on 1, 2, ... of the visible GPUs (the engine puts its workers on every visible GPU), each
+    on all of the bench's cores or on some per GPU. Every pass starts on the cores it is given: a one-GPU pass's
+    kept timing cores are given back after it (`keep_timing_cores`), or the next pass would start without them."""
     visible = environment.visible_gpu_ids()
     before = os.environ.get("CUDA_VISIBLE_DEVICES")
-    rates: dict[int, dict[str, float]] = {}
+    keep_timing_cores(0, 0)  # an in-process run before (the cold one on one GPU) kept some
+    own = sorted(os.sched_getaffinity(0))
+    rates: dict[tuple[int, int], dict[str, float]] = {}
     variant = (
         "" if options.device_reserve_bytes is None else f", device reserve {options.device_reserve_bytes >> 20} MiB"
     ) + (
         "" if options.device_connections is None else f", {work_queues.queues(options) or 'default'} device connections"
     )
     try:
-        for count in gpu_counts:
-            if count > len(visible):
-                print(f"warm compile cache, {count} GPUs: skipped, {len(visible)} visible", flush=True)
+        for place in places:
+            count = place.gpus
+            cores = own[: count * place.cores_per_gpu] if place.cores_per_gpu else own
+            if count > len(visible) or len(cores) < count * (place.cores_per_gpu or 1):
+                print(f"warm compile cache, {count} GPUs on {place.cores_per_gpu or 'all'} cores each: skipped, "
+                      f"{len(visible)} visible, {len(own)} cores", flush=True)  # fmt: skip
                 continue
             os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(visible[:count])
+            move_this_process(set(cores))
             warm = replace(options, baseline_cache_dir=Path(tempfile.mkdtemp(prefix="ka-bench-baselines-")))
-            gpus = f"{count} GPU{'s' if count > 1 else ''} ({os.environ['CUDA_VISIBLE_DEVICES']})"
+            gpus = f"{count} GPU{'s' if count > 1 else ''} ({os.environ['CUDA_VISIBLE_DEVICES']}) on {len(cores)} cores"
             label = f"warm compile cache, {gpus}{variant}"
             print(f"{label}: {len(pairs)} kernels", flush=True)
             figures = measure_stream(pairs, warm, label, records_path)
+            keep_timing_cores(0, 0)  # what a one-GPU pass kept, back to this pass's cores
             show(figures)
             if CUT_SHORT.is_set():  # a run cut short is no figure to scale by
                 return
-            rates[count] = {name.removeprefix(f"{label}: "): value for name, value in figures.items()}
+            rates[(count, len(cores))] = {name.removeprefix(f"{label}: "): value for name, value in figures.items()}
         for line in scaling_lines(rates):
             print(f"warm compile cache{variant}: {line}", flush=True)
     finally:
+        move_this_process(set(own))
         if before is None:
             os.environ.pop("CUDA_VISIBLE_DEVICES", None)
         else:

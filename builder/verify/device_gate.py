@@ -344,7 +344,9 @@ def keep_timing_cores(devices: int, per_device: int, available: set[int] | None 
     """Keep `per_device` cores per GPU for its timing windows: sandboxed children start on the other cores, and a
     process that owns a GPU moves onto that GPU's cores. Host-side launch overhead is part of what a window
     measures (most of it for sub-millisecond eager baselines), so compiles and other children's start-up must
-    not share its cores. Nothing is kept when too few cores would be left for the rest (half of them)."""
+    not share its cores. Nothing is kept when too few cores would be left for the rest (half of them), or when
+    `devices` or `per_device` is 0: the process's threads go back to the cores they had, and a later keep reads
+    the process's cores afresh (a caller may have given it others meanwhile)."""
     global _work_cores, _own_cores
     with _gates_lock:
         if _own_cores is None:
@@ -353,7 +355,8 @@ def keep_timing_cores(devices: int, per_device: int, available: set[int] | None 
         _timing_cores.clear()
         _work_cores = None
         if per_device <= 0 or devices <= 0 or devices * per_device > len(cores) // 2:
-            _move_this_process(_own_cores)
+            move_this_process(_own_cores)
+            _own_cores = None
             return {}
         for device in range(devices):
             _timing_cores[device] = set(cores[len(cores) - (device + 1) * per_device :][:per_device])
@@ -362,11 +365,11 @@ def keep_timing_cores(devices: int, per_device: int, available: set[int] | None 
         for (backend, index), gate in _gates.items():
             if backend == "cuda":
                 gate.timing_cores = _timing_cores.get(index)
-        _move_this_process(_work_cores)  # the parent's own judging and polling stay off the kept cores too
+        move_this_process(_work_cores)  # the parent's own judging and polling stay off the kept cores too
         return {device: set(cores) for device, cores in _timing_cores.items()}
 
 
-def _move_this_process(cores: set[int]) -> None:
+def move_this_process(cores: set[int]) -> None:
     """Every thread of this process onto `cores` (threads started later inherit their creator's mask)."""
     for task in os.listdir("/proc/self/task"):
         try:

@@ -17,6 +17,7 @@ from builder.verify.device_gate import (
     Exclusive,
     device_gate,
     keep_timing_cores,
+    move_this_process,
     work_cores,
     write_word,
 )
@@ -227,6 +228,24 @@ def test_children_start_off_the_timing_cores_and_an_owner_moves_onto_them(tmp_pa
     finally:
         keep_timing_cores(0, 0)
     assert os.sched_getaffinity(0) == set(cores)  # given back
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+def test_cores_given_back_are_read_afresh_by_the_next_keep():
+    """A bench that runs one GPU on fewer cores gives the kept cores back, narrows the process, and keeps again:
+    the next keep works within the narrowed cores, not the ones the first keep saw."""
+    cores = sorted(os.sched_getaffinity(0))
+    try:
+        assert keep_timing_cores(1, 1, set(cores)) == {0: {cores[-1]}}
+        keep_timing_cores(0, 0)
+        assert os.sched_getaffinity(0) == set(cores)  # given back
+        move_this_process({cores[0]})
+        assert keep_timing_cores(1, 1) == {}  # one core left: none to keep
+        assert os.sched_getaffinity(0) == {cores[0]}
+    finally:
+        keep_timing_cores(0, 0)
+        move_this_process(set(cores))
+    assert os.sched_getaffinity(0) == set(cores)
 
 
 def test_a_trusted_childs_turn_starts_only_once_it_is_ready(tmp_path):
