@@ -83,6 +83,7 @@ class _Engine:
         self.pending: dict[int, tuple[Candidate, Task]] = {}
         self.pending_lock = threading.Lock()
         self.ended = False  # set, under pending_lock, once its pending pairs were said
+        self.done = False  # it ended by saying so: every record sent, its children stopped
         self.told_end = False  # it was told there are no more pairs
         self.flushed = True  # no pair sent since its last window's end (`hand_back.WINDOW_END`)
         self.handing_back = False  # asked to hand pairs back, not yet answered
@@ -223,7 +224,7 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
 
     def serve(engine: _Engine) -> None:
         """Pass the engine's records on until it ends; then its pending pairs come back as crash records."""
-        error, made = None, 0
+        error, made, done = None, 0, False
         try:
             while True:
                 kind, *body = engine.connection.recv()
@@ -245,20 +246,22 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
                 elif kind == "error":
                     error = body[0]
                 elif kind == "done":
+                    done = True
                     break
         except (EOFError, OSError):
             pass  # the engine ended (or was stopped): what it left pending is said below
         finally:
             engine.requests.put(None)
-            engine.process.wait()
+            if not done:  # it ended without saying so: its exit status says how
+                engine.process.wait()
             with engine.pending_lock:
-                engine.ended = True
+                engine.ended, engine.done = True, done
                 left, engine.pending = list(engine.pending.values()), {}
             changed()
             why = (f"the engine process of GPU {engine.share['device']} ended (exit {engine.process.returncode}) "
                    "before this candidate's record")  # fmt: skip
-            log.info("engine %d (GPU %s): %d records, %d pending at its end (exit %s)", engine.index,
-                     engine.share["device"], made, len(left), engine.process.returncode)  # fmt: skip
+            log.info("engine %d (GPU %s): %d records, %d pending at its end (%s)", engine.index, engine.share["device"],
+                     made, len(left), "done" if done else f"exit {engine.process.returncode}")  # fmt: skip
             for pair in left:
                 records.put(crash(pair, why))
             records.put(RuntimeError(f"the engine of GPU {engine.share['device']}: {error}") if error else _ENDED)
@@ -289,18 +292,32 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
         if router.unfinished():  # every engine ended early: what none began is no record (a rerun resumes it)
             raise RuntimeError("every engine process ended before the stream's last candidate was handed out")
     finally:
-        for engine in engines:
+        # An engine that said it is done has sent every record and stopped its children; the rest of its exit (its
+        # interpreter's, about 1.5 s on a GPU box) need not hold the stream's end: it is reaped meanwhile. Every
+        # other engine is stopped, and waited for, before the stream ends.
+        stopping = [engine for engine in engines if not engine.done]
+        for engine in stopping:
             if engine.process.poll() is None:
                 engine.process.send_signal(signal.SIGTERM)
         for engine in engines:
-            try:
-                engine.process.wait(timeout=config.ENGINE_STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                engine.process.kill()
-                engine.process.wait()
-            engine.connection.close()
+            if engine in stopping:
+                reap(engine)
+            else:
+                threading.Thread(
+                    target=reap, args=(engine,), daemon=True, name=f"ka-engine-{engine.index}-reap"
+                ).start()
         for thread in threads:
             thread.join(timeout=1.0)
+
+
+def reap(engine: _Engine) -> None:
+    """Wait for an engine process to exit (killed after `ENGINE_STOP_GRACE_S`), then close its connection."""
+    try:
+        engine.process.wait(timeout=config.ENGINE_STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        engine.process.kill()
+        engine.process.wait()
+    engine.connection.close()
 
 
 _ENDED = object()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import time
 from collections import Counter
@@ -54,7 +55,21 @@ def fixture_pairs(names: list[str]) -> list:
 
 
 def engine_processes() -> list[psutil.Process]:
-    return [p for p in psutil.Process().children() if device_engines.MODULE in " ".join(p.cmdline())]
+    found = []
+    for process in psutil.Process().children():
+        try:
+            if device_engines.MODULE in " ".join(process.cmdline()):
+                found.append(process)
+        except psutil.Error:  # it ended (or is a zombie) as it was looked at
+            continue
+    return found
+
+
+def assert_no_engine_left(timeout_s: float = 60.0) -> None:
+    """Every engine process exits: one that said it is done on its own, shortly after the stream's end (which does
+    not wait for it), and every other one before the stream ends."""
+    gone, alive = psutil.wait_procs(engine_processes(), timeout=timeout_s)
+    assert not alive, [process.pid for process in alive]
 
 
 @pytest.mark.slow
@@ -93,7 +108,31 @@ def test_two_engines_give_every_pair_the_verdict_one_process_gives(tmp_path, cap
         assert marks["first_record"] <= engine["last_record_at"] < time.monotonic()
     # the correct kernels' baselines: measured by whichever engine evaluated one
     assert any("first_baseline_child_ended" in engine["milestones"] for engine in totals.values())
-    assert not engine_processes()
+    assert_no_engine_left()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_stream_ends_when_its_engines_say_done_not_when_their_processes_exit(tmp_path, monkeypatch):
+    # Engines that linger 20 s in their exit (an interpreter's teardown, slow on a GPU box): the builder has every
+    # record and goes on, and the engines still exit on their own.
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import atexit, os, time\natexit.register(time.sleep, float(os.environ.get('KA_TEST_ENGINE_EXIT_S', 0)))\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("KA_TEST_ENGINE_EXIT_S", "20")
+    pairs = fixture_pairs(["correct_uses_torch_ops.py", "incorrect_wrong_result.py"] * 2)
+    options = VerifyOptions(backend="cpu", engines=2, batch_size=1, build_cache_dir=tmp_path / "builds",
+                            baseline_cache_dir=tmp_path / "baselines")  # fmt: skip
+    records = list(Verifier(options).stream(pairs))
+    ended = time.monotonic()
+    assert Counter(r.status for r in records) == {"correct": 2, "incorrect": 2}
+    lingering = engine_processes()  # (an engine told the end early may have exited while the other worked)
+    assert lingering  # the last to say done is still in its exit: the stream did not wait for it
+    gone, alive = psutil.wait_procs(lingering, timeout=90)
+    assert not alive and time.monotonic() - ended > 10  # it exited after its 20 s, on its own
 
 
 def assert_each_pair_once_the_killed_engines_as_crashes(records: list, pairs: list, statuses: set[str]) -> None:
@@ -103,7 +142,7 @@ def assert_each_pair_once_the_killed_engines_as_crashes(records: list, pairs: li
     crashed = [r for r in records if r.status == "crash"]
     assert crashed and all("engine process" in r.error and "exit -9" in r.error for r in crashed)
     assert {r.status for r in records} <= {"crash", *statuses}
-    assert not engine_processes()
+    assert_no_engine_left()
 
 
 @pytest.mark.slow
@@ -184,7 +223,7 @@ def test_an_engine_out_of_pairs_takes_over_pairs_the_other_has_not_begun(tmp_pat
     moved = sum(int(line.split()[4]) for line in handed)
     assert totals[f"engine-{1 - giver}"]["records"] > len(quick) - moved  # the taker evaluated some of the slow task
     assert sum(t["records"] for t in totals.values()) == len(pairs)
-    assert not engine_processes()
+    assert_no_engine_left()
 
 
 class KillOnHandBack(logging.Handler):
