@@ -262,6 +262,9 @@ FORK_EVALUATION_CHILDREN = True  # forked from a zygote, each into a bwrap sandb
 FORK_REFERENCE_CHILDREN = False  # clean references forked from it: no faster on the GPU (docs/gpu-runs.md)
 ZYGOTE_START_TIMEOUT_S = 300.0  # the zygote's imports (torch, torch._dynamo) on a busy box
 FORK_TIMEOUT_S = 60.0  # a sandbox's holder is up, and a child forked into it, within this
+# A pre-started child's clock stands still from its job's handover until its start-up ends (it writes this file in
+# its scratch dir), for at most this long: a timeout is the candidate's, never the child's imports or context.
+POOLED_CHILD_READY_NAME, POOLED_CHILD_READY_WAIT_S = "started", 120.0
 # Evaluation workers per device, side by side while each timing window owns it (device_gate.py, docs/architecture.md).
 EVAL_WORKERS_PER_GPU = 8
 EVAL_WORKERS_CPU = 1  # one on the CPU backend, whose checks share the compiles' cores

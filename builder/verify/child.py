@@ -340,6 +340,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args[0] == "-":
         _prepare_process(init_cuda=True, prime=True)
+        from builder import config
+
+        Path(config.POOLED_CHILD_READY_NAME).touch()  # in its scratch dir: the parent starts its clock now
         job_path = sys.stdin.readline().strip()
     else:
         job_path = args[0]

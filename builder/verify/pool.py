@@ -288,6 +288,7 @@ def _run_child(job: dict[str, Any], job_path: Path, scratch: Path, options: Veri
         pooled = None
     if pooled is not None:
         pooled.process.restart_clock()
+        hold_clock_until_started(pooled)
         if on_start is not None:
             on_start(pooled.process)
         pooled.process.send(str(job_path))
@@ -306,6 +307,28 @@ def _run_child(job: dict[str, Any], job_path: Path, scratch: Path, options: Veri
             on_start=on_start,
         )
     return read_result(Path(job["result_path"])), outcome
+
+
+def hold_clock_until_started(pooled: PooledChild) -> None:
+    """A pre-started child whose start-up (torch's import, its CUDA context) has not ended when its job comes: its
+    clock stands still until the child says it has (`config.POOLED_CHILD_READY_NAME`), dies, or
+    `POOLED_CHILD_READY_WAIT_S` pass. Otherwise a loaded or small machine would turn a quick candidate's verdict
+    into a timeout, and a slow one's timeout would depend on how soon the worker took its child."""
+    marker = pooled.scratch / config.POOLED_CHILD_READY_NAME
+    if marker.exists():
+        return
+    process = pooled.process
+    process.hold_clock()
+
+    def release_once_started() -> None:
+        deadline = time.monotonic() + config.POOLED_CHILD_READY_WAIT_S
+        try:
+            while not marker.exists() and process.alive() and time.monotonic() < deadline:
+                time.sleep(config.JUDGE_POLL_MAX_S)
+        finally:
+            process.release_clock()
+
+    threading.Thread(target=release_once_started, daemon=True, name="ka-child-start").start()
 
 
 def fork_fresh(job: dict[str, Any], scratch: Path, options: VerifyOptions,

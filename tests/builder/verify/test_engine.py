@@ -197,6 +197,21 @@ def test_pool_prestarts_the_next_child_while_one_runs(task, options, tmp_path):
     assert fake_children() == []
 
 
+def test_a_pooled_childs_timeout_counts_from_the_end_of_its_start_up(task, options):
+    # A job handed to a pre-started child still starting (3 s here: torch's import on a small or busy box) gets its
+    # whole timeout (1 s) once the child has started; a job that runs past its timeout still times out.
+    env = {**child_env(options), "KA_FAKE_CHILD_START_S": "3"}
+    with EvalPool(1, gpu=False, env_extra=env, child_module=FAKE_CHILD) as pool:
+        for directive, times_out in (({"status": "correct"}, False), ({"do": "hang"}, True)):
+            child = pool.take()
+            job = build_job(task, candidate(task, directive), CompileResult(ok=True), options.with_seeds(), "evaluate",
+                            child.scratch)  # fmt: skip
+            result, outcome = run_child(job, child.scratch, options, 1.0, pooled=child)
+            assert outcome.timed_out is times_out, outcome.stderr_tail
+            assert times_out or result["status"] == "correct"
+    assert fake_children() == []
+
+
 def test_stream_verifies_every_pair_and_cleans_up(task, options):
     verifier = Verifier(replace(options, prestart=1))
     pairs = [(candidate(task, {"status": "correct"}, f"k{i}"), task) for i in range(3)]
