@@ -67,11 +67,9 @@ OUTPUTS_FILE_SLACK_BYTES = 16 << 20  # a candidate's outputs file may exceed twi
 JUDGE_POLL_S = 0.002  # how often the parent looks for the candidate's outputs, and the child for the parent's word
 JUDGE_POLL_MAX_S = 0.025  # a watcher's looks back off to this while its child's state stands still (or an owner waits)
 COMPILE_TIMEOUT_S = 600.0
-LOG_TAIL_BYTES = 8 * 1024
-ERROR_TEXT_BYTES = 8 * 1024
-CHILD_FILE_SIZE_LIMIT = 2 << 30
+LOG_TAIL_BYTES, ERROR_TEXT_BYTES = 8 * 1024, 8 * 1024  # a child's log tail kept; an error's text in a record
+CHILD_FILE_SIZE_LIMIT, CHILD_CPU_SECONDS = 2 << 30, 3600  # a sandboxed child's largest file and its CPU time
 CHILD_MAX_PROCESSES = 4096  # per-user limit; torch/OpenMP threads count as processes
-CHILD_CPU_SECONDS = 3600
 # Byte code the sandboxed children read (builder/verify/bytecode_cache.py), compiled once per environment by
 # importing these in a trusted process (compiling torch's modules was half of a child's start-up without it).
 BYTECODE_CACHE_DIR = Path(os.environ.get("KA_BYTECODE_DIR", CACHE_DIR / "bytecode"))
@@ -262,8 +260,7 @@ FORK_EVALUATION_CHILDREN = True  # forked from a zygote, each into a bwrap sandb
 FORK_REFERENCE_CHILDREN = False  # clean references forked from it: no faster on the GPU (docs/gpu-runs.md)
 ZYGOTE_START_TIMEOUT_S = 300.0  # the zygote's imports (torch, torch._dynamo) on a busy box
 FORK_TIMEOUT_S = 60.0  # a sandbox's holder is up, and a child forked into it, within this
-# A pre-started child's clock stands still from its job's handover until its start-up ends (it writes this file in
-# its scratch dir), for at most this long: a timeout is the candidate's, never the child's imports or context.
+# A pre-started child's clock waits for this file (its start-up's end), at most this long: a timeout is the candidate's
 POOLED_CHILD_READY_NAME, POOLED_CHILD_READY_WAIT_S = "started", 120.0
 # Evaluation workers per device, side by side while each timing window owns it (device_gate.py, docs/architecture.md).
 EVAL_WORKERS_PER_GPU = 8
