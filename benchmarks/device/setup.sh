@@ -2,6 +2,7 @@
 # Source this on a GPU box without a package registry: installs the carried wheels (.whl/) and
 # unpacks Debian's bubblewrap (.deb/) outside /tmp (the sandbox gives children a private /tmp), then puts the
 # repository on PYTHONPATH so `python3 -m builder` is the kernel-archive CLI.
+# `benchmarks/device/fetch_carry.sh` fetches both on a machine with a package registry.
 set -e
 if compgen -G ".whl/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /opt/ka-site .whl/*.whl

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Run on a machine with a package registry, in the repository root: fetches what a GPU box without one lacks
+# into .whl/ (the wheels setup.sh installs: the builder's dependencies beyond a CUDA PyTorch image's, at the
+# versions this checkout's .venv holds) and .deb/ (Debian's bubblewrap, for the sandbox). PYTHON_VERSION is the
+# GPU box's Python (default 3.12).
+set -euo pipefail
+python_version=${PYTHON_VERSION:-3.12}
+packages=(duckdb jsonschema jsonschema-specifications referencing rpds-py tenacity datasets dill multiprocess)
+pins=()
+for name in "${packages[@]}"; do
+  version=$(.venv/bin/python -m pip show "$name" 2>/dev/null | awk '/^Version:/{print $2}')
+  [ -n "$version" ] || { echo "fetch_carry: $name is not in .venv (run 'make setup' first)" >&2; exit 2; }
+  pins+=("$name==$version")
+done
+mkdir -p .whl .deb
+platforms=()
+for tag in manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux1_x86_64; do
+  platforms+=(--platform "$tag")
+done
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$python_version" --implementation cp \
+  "${platforms[@]}" -d .whl "${pins[@]}"
+(cd .deb && apt-get download -q bubblewrap)
+ls .whl .deb
