@@ -10,6 +10,7 @@ environment lets the parent find and kill descendants that escaped the process g
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 import resource
@@ -75,6 +76,21 @@ def sandbox_env(scratch: Path, marker: str, env_extra: dict[str, str] | None = N
     env.update(env_extra or {})
     env[MARKER_ENV] = marker
     return env
+
+
+_libc = ctypes.CDLL(None, use_errno=True)  # loaded here: a child between fork and exec imports and loads nothing
+_PR_SET_PDEATHSIG = 1
+
+
+def start_child(cores: set[int] | None, parent_pid: int | None) -> None:
+    """Between fork and exec: the child's limits, and with `parent_pid` its death with the thread that started it
+    (SIGKILL), as bwrap's --die-with-parent gives a sandbox. Without it a child started without bwrap outlived an
+    engine that was stopped while the child ran a candidate's endless loop, for an hour of CPU."""
+    if parent_pid is not None:
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent_pid:  # the parent died before the signal was asked for
+            os._exit(1)
+    limit_resources(cores)
 
 
 def limit_resources(cores: set[int] | None = None) -> None:
@@ -156,7 +172,7 @@ class SandboxedProcess:
             stdout=stdout,
             stderr=self._stderr,
             start_new_session=True,
-            preexec_fn=functools.partial(limit_resources, work_cores()),
+            preexec_fn=functools.partial(start_child, work_cores(), None if self.isolation == "bwrap" else os.getpid()),
             close_fds=True,
         )
 

@@ -7,6 +7,7 @@ import os
 import secrets
 import shutil
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -286,6 +287,34 @@ def test_the_systems_password_hashes_are_hidden_from_a_root_child(tmp_path):
     # In its place /dev/null, on a mount that allows no device: empty, or not opened at all.
     hidden = "SIZE 0" in outcome.stdout_tail or "PermissionError" in outcome.stderr_tail
     assert hidden and "SIZE" not in outcome.stdout_tail.replace("SIZE 0", ""), outcome.stdout_tail
+
+
+def test_a_child_started_without_bwrap_dies_with_the_process_that_started_it(tmp_path):
+    # A builder (an engine) killed while its child runs a candidate's endless loop: the child goes with it, as a
+    # bwrap sandbox does (--die-with-parent), instead of burning a core for its CPU-time limit.
+    builder = (
+        "import sys, os\n"
+        "from builder.verify.sandbox import SandboxedProcess\n"
+        "child = SandboxedProcess([sys.executable, '-c', 'while True: pass'], sys.argv[1], gpu=False,\n"
+        "                         isolation='process')\n"
+        "print(child.pid, flush=True)\n"
+        "os._exit(0)  # no clean-up: as a builder killed by SIGKILL\n"
+    )
+    done = subprocess.run([sys.executable, "-c", builder, str(tmp_path / "scratch")], capture_output=True, text=True,
+                          cwd=config.REPO_ROOT, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    child = int(done.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and child_running(child):
+        time.sleep(0.05)
+    assert not child_running(child)
+
+
+def child_running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def test_resolve_isolation_rejects_unknown_names():
