@@ -189,14 +189,19 @@ def test_closing_the_stream_stops_every_engine_and_its_children(tmp_path, caplog
 
 def slow_and_quick_tasks(tmp_path) -> tuple[list, list, VerifyOptions]:
     """Pairs of a task that times out on every pair and of one judged in a second or two, interleaved (each engine
-    keeps one task), and two CPU engines for them."""
+    keeps one task), and two CPU engines for them.
+
+    A window of 8 pairs per engine puts the whole input in the router's reach at once, so each engine takes its
+    own task's 8 pairs at the start and the quick engine runs out while the slow one holds pairs it has not begun.
+    With windows of 2 the quick engine took the slow task's last pairs from the router instead, about one run in
+    three on two cores, and nothing was left to hand back."""
     slow = fixture_pairs(["timeout_infinite_loop.py"] * 8)
     quick = []
     for index, (candidate, _) in enumerate(fixture_pairs(["incorrect_wrong_result.py"] * 8)):
         other, task, _ = resolve_candidate(PYTHON / "incorrect_wrong_result.py", "1/2", SUITE, "cpu")
         quick.append((replace(other, source=candidate.source, kernel_name=f"quick-{index}"), task))
-    options = VerifyOptions(backend="cpu", engines=2, batch_size=2, timeout_s=4, build_cache_dir=tmp_path / "builds",
-                            baseline_cache_dir=tmp_path / "baselines")  # fmt: skip
+    options = VerifyOptions(backend="cpu", engines=2, batch_size=8, compile_workers=2, timeout_s=4,
+                            build_cache_dir=tmp_path / "builds", baseline_cache_dir=tmp_path / "baselines")  # fmt: skip
     return slow, quick, options
 
 
