@@ -79,8 +79,7 @@ BYTECODE_WARM_MODULES = ("torch", "torch._dynamo", "torch.profiler", "torch.util
                          "builder.verify.op_census", "builder.verify.side_stream")  # fmt: skip
 BYTECODE_WARM_TIMEOUT_S = 600.0
 # Secrets hidden from sandboxed children under bwrap (with $HF_HOME, $HF_TOKEN_PATH, $XDG_CACHE_HOME/huggingface):
-# a candidate could otherwise write one, the Hub token say, into an error message that the archive publishes. A child
-# whose uid is root reads what root owns without any capability: the password hashes and host keys too.
+# a root uid reads them without any capability, password hashes and host keys too. Keys kept elsewhere: redaction.py.
 SANDBOX_HIDDEN_PATHS = ("~/.cache/huggingface", "~/.huggingface", "~/.ssh", "~/.netrc", "~/.git-credentials",
                         "~/.aws", "~/.config/gcloud", "~/.docker", "~/.pypirc", "~/.kaggle", "~/.config/gh",
                         "~/.gnupg", "~/.npmrc", "~/.bash_history", "~/.zsh_history", "~/.python_history",
@@ -89,6 +88,10 @@ SANDBOX_HIDDEN_PATHS = ("~/.cache/huggingface", "~/.huggingface", "~/.ssh", "~/.
 SANDBOX_ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "TERM", "TZ", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
                      "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "TORCH_CUDA_ARCH_LIST", "OMP_NUM_THREADS", "MAX_JOBS",
                      "CC", "CXX")  # fmt: skip
+# A stored record's texts are redacted of the values of the builder's environment variables whose names hold one
+# of these (builder/redaction.py); a shorter value (a flag, a port) would redact common words and is no key.
+SECRET_ENV_NAMES = ("TOKEN", "KEY", "SECRET", "PASSW", "CREDENTIAL", "AUTH")
+SECRET_MIN_CHARS = 8
 
 # --- profiling ---------------------------------------------------------------------------------
 NCU_SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis")

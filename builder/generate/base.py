@@ -40,6 +40,10 @@ class Generator(ABC):
     def run(self, tasks: Sequence[Task]) -> CandidateStream:
         """Yield candidate batches; receive the records of each batch via .send()."""
 
+    def secrets(self) -> list[str]:
+        """The secret values this generator holds (API keys), which no stored record may show."""
+        return []
+
     def task_for(self, candidate: Candidate) -> Task | None:
         """The task this generator created for `candidate`, or None (the driver's suite has it)."""
         if candidate.source_ref and candidate.source_ref in self._task_by_ref:

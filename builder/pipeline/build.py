@@ -161,6 +161,7 @@ class Orchestrator:
         )
         settings = ExecutorSettings(params.backend, params.gpus, params.compile_workers, params.ray_address)
         generator = self._make_generator(store)
+        store.add_secrets(generator.secrets())
         by_id = {t.id: t for t in tasks}
         executor = make_executor(params.executor, options, settings)
         try:

@@ -20,19 +20,12 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 from builder import config
 from builder.errors import UsageError
 from builder.generate.llm.settings import ModelSpec
+from builder.redaction import redact
 
 log = logging.getLogger(__name__)
 
 TRANSIENT = (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError, openai.APIConnectionError)
 FATAL = (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError)
-REDACTED = "[redacted]"
-
-
-def redact(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, REDACTED)
-    return text
 
 
 @dataclass

@@ -304,6 +304,9 @@ class LLMGenerator(Generator):
         return None
 
     # --- the loop ------------------------------------------------------------------------------
+    def secrets(self) -> list[str]:
+        return self.settings.secrets()
+
     def run(self, tasks: Sequence[Task]) -> CandidateStream:
         usable: list[Task] = []
         for task in tasks:

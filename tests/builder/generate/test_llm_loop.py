@@ -185,9 +185,9 @@ def test_api_key_never_leaks(loopback, tiny_tasks, tmp_path, caplog):
     server = loopback(script)
     caplog.set_level(logging.DEBUG)
     budget = Budget(rounds=2, samples_per_round=1, concurrency=1)
-    records = drive(
-        generator(settings(server.url, budget, key=key), tmp_path), [tiny_tasks["1/1"]], fake_verifier(tiny_tasks)
-    )
+    llm = generator(settings(server.url, budget, key=key), tmp_path)
+    assert llm.secrets() == [key]  # what a build's store is redacted of, besides its own environment's keys
+    records = drive(llm, [tiny_tasks["1/1"]], fake_verifier(tiny_tasks))
     assert server.headers[0]["authorization"] == f"Bearer {key}"  # the key was really used
     assert records[0].status == "compile_error"
     dumped = json.dumps([dataclasses.asdict(r) for r in records])

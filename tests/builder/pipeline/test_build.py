@@ -85,6 +85,28 @@ def test_batches_are_stored_deduplicated_and_resumed_with_their_verdicts(tmp_pat
     assert states == ["finished", "finished"]
 
 
+class KeyHoldingGenerator(Generator):
+    """A generator with an API key that its one candidate quotes (a model echoing its prompt's context)."""
+
+    name = "keyholding"
+    key = "gen-secret-key-12345"
+
+    def secrets(self):
+        return [self.key]
+
+    def run(self, tasks):
+        yield [Candidate(tasks[0].id, f"// made with {self.key}\n", "cpp", "echo", generator="llm")]
+
+
+def test_no_stored_record_shows_the_generators_key(tmp_path, monkeypatch):
+    monkeypatch.setenv(config.VERIFIER_OVERRIDE_ENV, "pipeline_fakes:FakeVerifier")
+    monkeypatch.setattr(Orchestrator, "_make_generator", lambda self, store: KeyHoldingGenerator())
+    Orchestrator(BuildParams(out=tmp_path, backend="cpu", tasks="^1/1$"), show_progress=False).run()
+    with Store.open_existing(tmp_path) as store:
+        ((code,),) = store.con.execute("SELECT cuda_code FROM records").fetchall()
+    assert code == "// made with [redacted]\n"
+
+
 def test_sigkill_mid_build_loses_nothing_committed_and_rerun_completes_without_duplicates(tmp_path):
     out = tmp_path / "build"
     args = ["build", "--out", str(out), "--backend", "cpu", "--generator", "bundled", "--quiet"]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+
 import duckdb
 import pytest
 from pipeline_fakes import fake_record
@@ -10,8 +13,11 @@ from builder import config
 from builder.candidates import Candidate
 from builder.errors import UsageError
 from builder.pipeline.store import Store, db_path, duckdb_type
+from builder.redaction import REDACTED
 from builder.tasks import load_suite
 from schemas import arrow_types, record_to_dict
+
+KEY = "sk-live-0123456789abcdef"
 
 
 @pytest.fixture
@@ -47,6 +53,48 @@ def test_record_round_trips_and_duplicates_are_ignored(tmp_path, task):
         assert store.baselines() == {(task.id, "cpu", "fake-cpu"): (1.5, 1.2)}
     expected = record_to_dict(record) | {"max_diff": None}  # NaN means "not measured": stored as NULL
     assert record_to_dict(back) == expected
+
+
+def test_no_stored_text_shows_a_secret_the_builder_holds(tmp_path, task, monkeypatch):
+    monkeypatch.setenv("EXAMPLE_API_KEY", KEY)
+    record = make_record(task, status="runtime_error", error=f"RuntimeError: {KEY}", flags=[f"note {KEY}"])
+    with Store.open(tmp_path) as store:
+        store.add_secrets(["generator-key-0001"])  # the generator's own (builder/generate/base.py: secrets)
+        assert store.add_record(record)
+        tidy = json.dumps({"diagnostics": [{"message": "quoted generator-key-0001 here"}]})
+        assert store.update_fields(task.id, record.kernel_id, {"clang_tidy": tidy})
+    with Store.open_existing(tmp_path) as store:
+        (back,) = store.records_for([(task.id, record.kernel_id)])
+        assert store.secrets == []  # a reader holds none
+    assert back.error == f"RuntimeError: {REDACTED}" and back.flags == [f"note {REDACTED}"]
+    assert json.loads(back.clang_tidy) == {"diagnostics": [{"message": f"quoted {REDACTED} here"}]}
+    assert (back.task_id, back.kernel_id) == (record.task_id, record.kernel_id)  # the key a rerun resumes by
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_key_a_sandboxed_candidate_read_and_quoted_is_stored_redacted(tmp_path, monkeypatch):
+    # A key in a file the sandbox does not hide (beside the task here: every child reads its task's folder), which
+    # the builder holds too. The child's error quotes it, as a compiler quotes a file it was made to include.
+    from builder.verify.engine import Verifier, VerifyOptions
+
+    suite = tmp_path / "suite"
+    shutil.copytree(config.REPO_ROOT / "tests" / "fixtures" / "tasks", suite)
+    leaked = suite / "level1" / "project.env"
+    leaked.write_text(f"EXAMPLE_API_KEY={KEY}\n")
+    monkeypatch.setenv("EXAMPLE_API_KEY", KEY)
+    task = load_suite(suite).get("1/1")
+    source = ("import torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def __init__(self, *args):\n"
+              "        super().__init__()\n\n    def forward(self, x):\n"
+              f"        raise RuntimeError(open({str(leaked)!r}).read())\n")  # fmt: skip
+    candidate = Candidate(task_id=task.id, source=source, language="python", kernel_name="leaky", generator="bundled")
+    options = VerifyOptions(backend="cpu", build_cache_dir=tmp_path / "builds", baseline_cache_dir=tmp_path / "b")
+    (record,) = Verifier(options).stream([(candidate, task)])
+    assert record.status == "runtime_error" and KEY in record.error  # what the child said, as the parent got it
+    with Store.open(tmp_path / "build") as store:
+        store.add_record(record)
+        (stored,) = store.records_for([(task.id, record.kernel_id)])
+    assert KEY not in stored.error and f"EXAMPLE_API_KEY={REDACTED}" in stored.error
 
 
 def test_commits_survive_an_unclosed_connection(tmp_path, task):
