@@ -4,8 +4,8 @@ A candidate runs with a scrubbed environment and without the usual credential fi
 so it cannot read the builder's keys where they usually live. A key kept anywhere else (a project's `.env`, a file
 the hidden list does not name, the builder's own environment under process isolation, where /proc is the host's)
 is readable, and an error that quotes it (a compiler quoting an included file, a traceback, a child's stderr)
-would reach the published archive. So the store redacts every text of a record of each secret value the builder
-knows: its environment variables named like credentials (`config.SECRET_ENV_NAMES`), the Hub token, and the
+would reach the published archive. So the store and `reverify` redact every text of a record they write of each
+secret value the builder knows: its environment variables named like credentials (`config.SECRET_ENV_NAMES`), the Hub token, and the
 generator's API keys. That catches a key a candidate echoes; one it encodes on purpose only the sandbox can keep
 from it.
 """
@@ -20,6 +20,7 @@ from typing import Any
 from builder import config
 
 REDACTED = "[redacted]"
+IDENTITY = ("task_id", "kernel_id")  # a record's key, which a rerun resumes by: never rewritten
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,11 @@ def redact(text: str, secrets: Iterable[str]) -> str:
                 text = REDACTED + text[size:]
                 break
     return text
+
+
+def redact_fields(fields: dict[str, Any], secrets: list[str]) -> dict[str, Any]:
+    """A record's fields (or some of them) with every text redacted, but for its identity."""
+    return {name: value if name in IDENTITY else redact_value(value, secrets) for name, value in fields.items()}
 
 
 def redact_value(value: Any, secrets: list[str]) -> Any:

@@ -24,7 +24,7 @@ import duckdb
 
 from builder import config
 from builder.errors import UsageError
-from builder.redaction import known_secrets, redact_value
+from builder.redaction import known_secrets, redact_fields
 from schemas import arrow_types, record_from_dict, record_to_dict
 
 _DUCK_SCALARS = {
@@ -156,7 +156,7 @@ class Store:
 
     def add_record(self, record: Any) -> bool:
         """Insert one finished record in its own transaction; False when (task_id, kernel_id) was stored already."""
-        data = self._redacted(record_to_dict(record))
+        data = redact_fields(record_to_dict(record), self.secrets)
         values = [_clean(data.get(name)) for name in self.columns]
         placeholders = ", ".join("?" for _ in self.columns)
         names = ", ".join(_quoted(n) for n in self.columns)
@@ -209,7 +209,7 @@ class Store:
             raise ValueError(f"not record fields: {sorted(unknown)}")
         if {"task_id", "kernel_id"} & set(fields):
             raise ValueError("a record's identity (task_id, kernel_id) cannot be updated")
-        fields = self._redacted(fields)
+        fields = redact_fields(fields, self.secrets)
         assignments = ", ".join(f"{_quoted(name)} = ?" for name in fields)
         values = [_clean(value) for value in fields.values()]
         rows = self.con.execute(
@@ -220,12 +220,6 @@ class Store:
 
     def count(self) -> int:
         return self.con.execute("SELECT count(*) FROM records").fetchall()[0][0]
-
-    def _redacted(self, fields: dict[str, Any]) -> dict[str, Any]:
-        """`fields` with every text redacted of the store's secrets, but for the record's identity (the key a
-        rerun resumes by)."""
-        return {name: value if name in ("task_id", "kernel_id") else redact_value(value, self.secrets)
-                for name, value in fields.items()}  # fmt: skip
 
     # -- baselines -------------------------------------------------------------------------------
     def _cache_baseline(self, data: dict[str, Any]) -> None:

@@ -145,6 +145,19 @@ def test_command_on_an_export_with_the_fake_verifier(fake_dataset, tmp_path):
     assert pq.read_table(out / "records.parquet").num_rows == 5
 
 
+def test_no_written_record_shows_a_secret_the_machine_holds(fake_dataset, tmp_path):
+    # A held key that the kernels' texts happen to quote (as a child's error would quote a key it read): the
+    # report's records, published like an archive, show it redacted, in the journal and in the Parquet file.
+    quoted = "torch::Tensor forward"
+    out = tmp_path / "report"
+    done = run_cli("reverify", fake_dataset, "--out", out, "--backend", "cpu", "--limit", "3",
+                   env=fake_env(EXAMPLE_API_KEY=quoted))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    codes = pq.read_table(out / "records.parquet").column("cuda_code").to_pylist()
+    assert all("[redacted]" in code and quoted not in code for code in codes)
+    assert quoted not in (out / "records.jsonl").read_text()
+
+
 def test_a_rerun_resumes_after_the_kernels_already_verified(fake_dataset, tmp_path):
     out = tmp_path / "report"
     first = run_cli("reverify", fake_dataset, "--out", out, "--backend", "cpu", "--limit", "3", env=fake_env())
