@@ -1,13 +1,13 @@
-"""No secret the builder holds is stored in a record (trusted side).
+"""No secret the builder holds is written in a record (trusted side).
 
 A candidate runs with a scrubbed environment and without the usual credential files (`config.SANDBOX_HIDDEN_PATHS`),
 so it cannot read the builder's keys where they usually live. A key kept anywhere else (a project's `.env`, a file
 the hidden list does not name, the builder's own environment under process isolation, where /proc is the host's)
 is readable, and an error that quotes it (a compiler quoting an included file, a traceback, a child's stderr)
 would reach the published archive. So the store and `reverify` redact every text of a record they write of each
-secret value the builder knows: its environment variables named like credentials (`config.SECRET_ENV_NAMES`), the Hub token, and the
-generator's API keys. That catches a key a candidate echoes; one it encodes on purpose only the sandbox can keep
-from it.
+secret value the builder knows: its environment variables named like credentials (`config.SECRET_ENV_NAMES`),
+the Hub token, and the generator's API keys. That catches a key a candidate echoes; one it encodes on purpose only
+the sandbox can keep from it.
 """
 
 from __future__ import annotations
