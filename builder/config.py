@@ -106,8 +106,8 @@ CLANG_TIDY_MAX_DIAGNOSTICS = 200  # diagnostics stored per candidate (counts cov
 # builder/profile/kernel_names.py: kernel-name prefixes (after "void " / anonymous namespaces, lower-cased)
 # and name-start patterns of library kernels; everything else is the candidate's own. Deliberately not
 # "gemm anywhere": candidates for GEMM tasks name their kernels gemm_* too.
-PROFILE_LIBRARY_KERNEL_PREFIXES = ("at::", "at_cuda_detail::", "c10::", "cub::", "cub_", "thrust::", "cutlass", "cublas",
-                                   "cudnn", "cusparse", "cufft", "curand", "cutensor", "nccl", "flash::",
+PROFILE_LIBRARY_KERNEL_PREFIXES = ("at::", "at_cuda_detail::", "c10::", "cub::", "cub_", "thrust::", "cutlass",
+                                   "cublas", "cudnn", "cusparse", "cufft", "curand", "cutensor", "nccl", "flash::",
                                    "pytorch_flash::", "fmha", "triton_", "memcpy ", "memset ")  # fmt: skip
 PROFILE_LIBRARY_KERNEL_REGEX = (
     r"^(?:sm\d+_xmma|xmma_|sm\d+_|ampere_|volta_|turing_|hopper_|maxwell_|nvjet|gemv|gemmk1|gemmSN|"
