@@ -207,7 +207,6 @@ def engine_lines(totals: dict, started: float) -> list[str]:
     last = totals.get("last_record_at")
     return [f"started at {totals.get('started_at', started) - started:.1f} s; {totals.get('records')} records"
             + (f", the last at {last - started:.1f} s" if isinstance(last, (int, float)) else "")
-            + (f"; {totals['requests']} requests for pairs" if "requests" in totals else "")
             + ("; stopped before its stream's end" if totals.get("stopped") else ""),
             milestone_line(totals.get("milestones") or {}, started),
             f"clean references: {totals.get('references')}, {totals.get('reference_s', 0.0) / references:.2f} s each;"

@@ -6,9 +6,8 @@ added 17 %. So a stream over N GPUs runs N engine processes (`engine_process.py`
 each a `Verifier` over one GPU (its CUDA_VISIBLE_DEVICES) on its own share of the cores, with its share of the
 compile workers and the build's seeds. This process only hands out pairs and gathers records:
 
-- An engine asks for the pairs its window of builds still wants, and gets at once as many as `routing` lets it
-  take (at least one: the request waits for it); `routing` says which pairs, and when. At the stream's end an
-  engine with nothing left takes over pairs another has not begun (`hand_back`).
+- An engine asks for its next pair when its stream wants one; `routing` says which pair, and when. At the
+  stream's end an engine with nothing left takes over pairs another has not begun (`hand_back`).
 - A pair is pending from the moment it is handed out until its record comes back. An engine that dies sends
   each of its pending pairs back as a `crash` record (as an executor does for a candidate it lost): none lost,
   none twice; the other engines go on. Should every engine end early, the stream raises: the pairs none of them
@@ -130,7 +129,7 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
     from builder.pipeline.executors import failure_record
 
     shares = engine_shares(devices, cores, options.compile_workers)
-    window = hand_back.window_size(options.batch_size, shares[0]["compile_workers"])
+    window = max(1, options.batch_size) * max(1, shares[0]["compile_workers"])
     router = Router(pairs, lookahead=window * len(devices), engines=len(devices))
     records: queue.Queue = queue.Queue()
     sequences = iter(range(1 << 62))
@@ -187,42 +186,28 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
                 balance.wait(0.5)
 
     def answer(engine: _Engine) -> None:
-        """Answer each of the engine's requests (for up to a number of pairs): pairs, a window's end, or None once
-        there are no more. A request waits for its first pair; the rest are those the engine may take at once."""
+        """Answer each of the engine's requests: a pair, a window's end, or None once there are no more."""
         try:
-            while (wanted := engine.requests.get()) is not None:
+            while engine.requests.get() is not None:
                 pair = choose(engine)
-                if pair is None or pair is hand_back.WINDOW_END:
-                    engine.told_end, engine.flushed = pair is None, True
-                    with engine.pending_lock:
-                        if engine.ended:
-                            return
-                        engine.asking = False
-                    changed()
-                    try:
-                        engine.send(None if pair is None else "window_end")
-                    except OSError:  # it ended meanwhile
-                        return
-                    continue
-                engine.told_end = engine.flushed = False
+                window_end = pair is hand_back.WINDOW_END
+                engine.told_end, engine.flushed = pair is None, pair is None or window_end
+                sequence = next(sequences)
                 with engine.pending_lock:
                     if engine.ended:
-                        router.give_back(pair)
+                        if pair is not None and not window_end:
+                            router.give_back(pair)
                         return
-                    sent = [(next(sequences), pair)]
-                    engine.pending[sent[0][0]] = pair
-                    while len(sent) < wanted and may_take(engine) and (pair := router.next_for(engine.index)):
-                        sent.append((next(sequences), pair))
-                        engine.pending[sent[-1][0]] = pair
+                    if pair is not None and not window_end:
+                        engine.pending[sequence] = pair
                     engine.asking = False
                 changed()
                 try:
-                    engine.send([(sequence, *pair) for sequence, pair in sent])
-                except OSError:  # it ended meanwhile: its pairs go to other engines, first in line as they were
+                    engine.send("window_end" if window_end else None if pair is None else (sequence, *pair))
+                except OSError:  # it ended meanwhile: the pair goes to another engine
                     with engine.pending_lock:
-                        back = [pair for sequence, pair in sent if engine.pending.pop(sequence, None) is not None]
-                    for pair in reversed(back):
-                        router.give_back(pair)
+                        if engine.pending.pop(sequence, None) is not None:
+                            router.give_back(pair)
                     return
         except BaseException as exc:  # noqa: BLE001 - the input raised: surfaced in the caller's thread
             records.put(exc)
@@ -247,7 +232,7 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
                 kind, *body = engine.connection.recv()
                 if kind == "next":
                     engine.asked_at, engine.asking, engine.has_asked = time.monotonic(), True, True
-                    engine.requests.put(max(1, int(body[0])))
+                    engine.requests.put(True)
                     changed()
                 elif kind == "record":
                     sequence, record = body

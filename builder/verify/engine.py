@@ -32,7 +32,7 @@ from builder.verify.build_queue import BuildQueue
 from builder.verify.clean_reference import ReferenceCache, process_reference_cache
 from builder.verify.compile import CompileResult, build_extension, default_cache_dir, recall_build, remember_members
 from builder.verify.evaluation import run_judged
-from builder.verify.hand_back import UnstartedWork, read_window, window_size
+from builder.verify.hand_back import UnstartedWork, read_window
 from builder.verify.options import VerifyOptions
 from builder.verify.pool import EvalPool, PooledChild, build_job, child_env
 from builder.verify.profiling import attach_profiles
@@ -275,11 +275,11 @@ class Verifier:
                 with ThreadPoolExecutor(max(1, self.options.compile_workers)) as executor:
                     builds = BuildQueue(executor)
                     room = threading.Semaphore(config.COMPILE_WINDOWS_IN_FLIGHT)
-                    size = window_size(self.options.batch_size, self.options.compile_workers)
+                    window_size = max(1, self.options.batch_size) * max(1, self.options.compile_workers)
                     for number in itertools.count():
                         while not stop.is_set() and not room.acquire(timeout=0.5):
                             continue
-                        if stop.is_set() or (window := read_window(source, size)) is None:
+                        if stop.is_set() or (window := read_window(source, window_size)) is None:
                             break
                         if not window:  # an engine's input closed a window it had not begun
                             room.release()

@@ -57,18 +57,17 @@ def _import_torch() -> None:
 
 
 def engine_totals(verifier: Verifier, started_at: float, records: int, last_record_at: float | None = None,
-                  stopped: bool = False, requests: int = 0) -> dict[str, Any]:  # fmt: skip
+                  stopped: bool = False) -> dict[str, Any]:  # fmt: skip
     """What an engine's stream did beside its records, for the throughput bench: its device's time (`GateStats`),
-    its clean references and baseline children, its `requests` for pairs, and when it started, each reference was
-    ready and its last record went out (time.monotonic(), one clock for every process of the machine). `stopped`:
-    before its stream's end, its records counted as far as it got (the one it was sending as it was stopped perhaps
-    not)."""
+    its clean references and baseline children, and when it started, each reference was ready and its last record
+    went out (time.monotonic(), one clock for every process of the machine). `stopped`: before its stream's end,
+    its records counted as far as it got (the one it was sending as it was stopped perhaps not)."""
     from builder.verify import milestones
     from builder.verify.device_gate import device_gate
 
     gate = device_gate(verifier.options.backend, 0).snapshot()
-    return {"records": records, "requests": requests, "started_at": started_at, "last_record_at": last_record_at,
-            "stopped": stopped, "milestones": milestones.marks(), "gate": asdict(gate),
+    return {"records": records, "started_at": started_at, "last_record_at": last_record_at, "stopped": stopped,
+            "milestones": milestones.marks(), "gate": asdict(gate),
             "references": verifier.references.computed, "reference_s": verifier.references.compute_s,
             "reference_ready_at": list(verifier.references.ready_at),
             "baseline_children_s": list(verifier.baselines.children_s)}  # fmt: skip
@@ -89,7 +88,6 @@ def _engine_main(connection: Connection) -> int:
     options = replace(options, engines=1)  # an engine verifies in its own process: it never starts engines
     sending = threading.Lock()
     sequences: dict[tuple[str, str, str], deque[int]] = {}
-    requests = [0]  # requests for pairs sent (the bench's view of the stream's input)
 
     def send(message: Any) -> None:
         with sending:
@@ -104,26 +102,19 @@ def _engine_main(connection: Connection) -> int:
     answers: queue.Queue = queue.Queue()  # the builder's answers to this engine's requests for pairs
 
     def pairs() -> Iterator[tuple[Candidate, Task] | object]:
-        """The stream's input: pairs, or the end of a window (`hand_back.WINDOW_END`). Each request asks for what
-        the window being read still wants, and the builder sends as many of those as it may at once: a window
-        comes in a few round trips, not one per pair (each a hand-over of this interpreter's lock, and of the
-        builder's, while torch loads here beside them)."""
-        size, read = window_size(options.batch_size, options.compile_workers), 0  # read: of the window being read
+        """The stream's input: one pair per request, or the end of a window (`hand_back.WINDOW_END`)."""
         while True:
-            send(("next", size - read))
-            requests[0] += 1
+            send(("next",))
             item = answers.get()
             if item is None:
                 return
             if item == "window_end":
-                read = 0
                 yield WINDOW_END
                 continue
-            for sequence, candidate, task in item:  # never more than the window wants: it ends at the last
-                key = _key(candidate.task_id, candidate.kernel_id, candidate.kernel_name)
-                sequences.setdefault(key, deque()).append(sequence)
-                read = (read + 1) % size
-                yield candidate, task
+            sequence, candidate, task = item
+            key = _key(candidate.task_id, candidate.kernel_id, candidate.kernel_name)
+            sequences.setdefault(key, deque()).append(sequence)
+            yield candidate, task
 
     def hand_back(count: int) -> None:
         """Pairs no worker has begun, removed from this stream and said to the builder by their sequences (every
@@ -149,7 +140,7 @@ def _engine_main(connection: Connection) -> int:
             answers.put(None)  # the builder has gone (mid-message, perhaps): the input ends, and the engine with it
 
     from builder.verify.engine import Verifier
-    from builder.verify.hand_back import WINDOW_END, window_size
+    from builder.verify.hand_back import WINDOW_END
 
     verifier = Verifier(options)
     milestones.mark("verifier_ready")
@@ -162,7 +153,7 @@ def _engine_main(connection: Connection) -> int:
             send(("record", sequence, record))
             made, last_record_at = made + 1, time.monotonic()
         ended = True
-        _log_totals(verifier, started_at, made, last_record_at, requests=requests[0])
+        _log_totals(verifier, started_at, made, last_record_at)
         send(("done",))
         return 0
     except Exception as exc:  # noqa: BLE001 - said to the parent, which raises it in the build
@@ -173,16 +164,16 @@ def _engine_main(connection: Connection) -> int:
     finally:
         records.close()  # stops its builds and children (SIGTERM lands here through SystemExit)
         if not ended:  # stopped (a build or a bench cut short): its figures so far, while the parent still reads
-            _log_totals(verifier, started_at, made, last_record_at, stopped=True, requests=requests[0])
+            _log_totals(verifier, started_at, made, last_record_at, stopped=True)
 
 
 def _log_totals(verifier: Verifier, started_at: float, made: int, last_record_at: float | None,
-                stopped: bool = False, requests: int = 0) -> None:  # fmt: skip
+                stopped: bool = False) -> None:  # fmt: skip
     log = logging.getLogger("builder.verify.engine")  # the engine's logger: where the bench listens
     if not log.isEnabledFor(logging.DEBUG):
         return
     try:
-        totals = engine_totals(verifier, started_at, made, last_record_at, stopped, requests)
+        totals = engine_totals(verifier, started_at, made, last_record_at, stopped)
         log.debug("engine totals: %s", json.dumps(totals))
     except Exception as exc:  # noqa: BLE001 - figures for a bench: never the stream's failure
         log.debug("engine totals unavailable: %s", exc)

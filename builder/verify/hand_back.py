@@ -30,11 +30,6 @@ from builder import config
 WINDOW_END = object()  # in an engine's input: the window of builds being read ends here (more may follow)
 
 
-def window_size(batch_size: int, compile_workers: int) -> int:
-    """How many pairs a stream reads into one window of builds: a shared build's worth for each compile worker."""
-    return max(1, batch_size) * max(1, compile_workers)
-
-
 def read_window(source: Iterator[Any], size: int) -> list[Any] | None:
     """The next window of the stream's input: up to `size` items, fewer where `WINDOW_END` comes first (possibly
     none); None once the input is over."""

@@ -1,7 +1,7 @@
 """Which engine gets which pair of a stream over several engines (`device_engines`, trusted side).
 
-- An engine asks for pairs when its stream wants some, and is handed them one at a time. Each is the first
-  waiting pair, in the input's order, of a task it already has, or of a task nobody has yet while it has no more tasks than any other engine
+- An engine asks for its next pair when its stream wants one. It gets the first waiting pair, in the input's
+  order, of a task it already has, or of a task nobody has yet while it has no more tasks than any other engine
   (a task's clean reference and baselines are then made once, and the tasks split evenly); else the first
   waiting pair of a task nobody has; else the first waiting pair, whose task it then shares: no engine idles
   while pairs wait. Input order, not its own tasks first: an engine that took its tasks' pairs ahead of the rest

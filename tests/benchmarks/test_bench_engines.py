@@ -17,7 +17,7 @@ spec = importlib.util.spec_from_file_location(
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
 
-TOTALS = {"records": 10, "requests": 3, "started_at": 101.5, "last_record_at": 131.25, "references": 2, "reference_s": 11.0,
+TOTALS = {"records": 10, "started_at": 101.5, "last_record_at": 131.25, "references": 2, "reference_s": 11.0,
           "milestones": {"zygote_ready": 106.0, "start_received": 101.75, "first_record": 110.5},
           "reference_ready_at": [109.0, 107.25], "baseline_children_s": [12.0, 14.0],
           "gate": {"owner_wait_s": 5.0, "drain_s": 1.0, "unheld_s": 0.3, "shared_s": 4.25, "yields": 12,
@@ -26,7 +26,7 @@ TOTALS = {"records": 10, "requests": 3, "started_at": 101.5, "last_record_at": 1
 
 def test_an_engines_totals_read_as_figures_from_the_runs_start():
     lines = bench.engine_lines(TOTALS, started=100.0)
-    assert lines[0] == "started at 1.5 s; 10 records, the last at 31.2 s; 3 requests for pairs"
+    assert lines[0] == "started at 1.5 s; 10 records, the last at 31.2 s"
     assert lines[1] == "milestones: start_received 1.8, zygote_ready 6.0, first_record 10.5"  # in the order reached
     assert lines[2] == "clean references: 2, 5.50 s each; ready at 7.2, 9.0 s"
     assert lines[3] == "baseline children: 2, wall 13.0 s each; measured baselines 1.5 s of its device"
@@ -37,7 +37,7 @@ def test_an_engines_totals_read_as_figures_from_the_runs_start():
 def test_an_engine_stopped_before_its_streams_end_says_so():
     stopped = {**TOTALS, "stopped": True}
     assert bench.engine_lines(stopped, started=100.0)[0] == (
-        "started at 1.5 s; 10 records, the last at 31.2 s; 3 requests for pairs; stopped before its stream's end"
+        "started at 1.5 s; 10 records, the last at 31.2 s; stopped before its stream's end"
     )
     assert bench.engine_lines(stopped, started=100.0)[1:] == bench.engine_lines(TOTALS, started=100.0)[1:]
 

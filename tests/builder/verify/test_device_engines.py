@@ -228,8 +228,6 @@ def test_an_engine_out_of_pairs_takes_over_pairs_the_other_has_not_begun(tmp_pat
     moved = sum(int(line.split()[4]) for line in handed)
     assert totals[f"engine-{1 - giver}"]["records"] > len(quick) - moved  # the taker evaluated some of the slow task
     assert sum(t["records"] for t in totals.values()) == len(pairs)
-    # A request brings what the window wants, as far as the routing allows: one a pair would be 18 or more here.
-    assert sum(t["requests"] for t in totals.values()) < len(pairs), totals
     assert_no_engine_left()
 
 
