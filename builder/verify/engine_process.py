@@ -104,8 +104,10 @@ def _engine_main(connection: Connection) -> int:
     def pairs() -> Iterator[tuple[Candidate, Task] | object]:
         """The stream's input: one pair per request, or the end of a window (`hand_back.WINDOW_END`)."""
         while True:
+            milestones.mark("first_pair_asked")  # these two part an answer's wait from the window's reading
             send(("next",))
             item = answers.get()
+            milestones.mark("first_pair_received")
             if item is None:
                 return
             if item == "window_end":

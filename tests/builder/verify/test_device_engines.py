@@ -102,8 +102,9 @@ def test_two_engines_give_every_pair_the_verdict_one_process_gives(tmp_path, cap
         assert engine["reference_s"] > 0 and {"owned_s", "owner_wait_s", "unheld_s"} <= set(engine["gate"])
         marks = engine["milestones"]  # its start, step by step, on the same clock
         assert (engine["started_at"] <= marks["start_received"] <= marks["verifier_ready"] <= marks["stream_started"]
-                <= marks["first_window_received"] <= marks["first_build_taken"] <= marks["first_evaluation_returned"]
-                <= marks["first_record"] < time.monotonic())  # fmt: skip
+                <= marks["first_pair_asked"] <= marks["first_pair_received"] <= marks["first_window_received"]
+                <= marks["first_build_taken"] <= marks["first_evaluation_returned"] <= marks["first_record"]
+                < time.monotonic())  # fmt: skip
         assert marks["first_reference_ready"] <= marks["first_evaluation_returned"] and "torch_imported" in marks
         assert marks["first_record"] <= engine["last_record_at"] < time.monotonic()
     # the correct kernels' baselines: measured by whichever engine evaluated one
