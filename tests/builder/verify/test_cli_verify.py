@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,9 +17,9 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sandbox"
 CLI = "from builder.cli import main; main()"
 
 
-def run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+def run_cli(*args: str, timeout: float = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", CLI, "verify", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=config.REPO_ROOT)  # fmt: skip
+                          timeout=timeout, cwd=config.REPO_ROOT, env=env)  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -41,10 +42,12 @@ def test_usage_errors_are_one_line_with_exit_2(args, fragment):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("builder.verify.child") is None, reason="child side not present")
-def test_json_record_for_an_incorrect_model_new_exits_0(tmp_path):
+def test_json_record_for_an_incorrect_model_new_exits_0_without_the_builders_secrets(tmp_path):
+    quoted = "return torch.zeros"  # a key that the candidate's source holds, as its record does
     done = run_cli(str(FIXTURES / "zeros_model_new.py"), "--task", "1/1", "--backend", "cpu", "--json",
-                   "--trials", "2", "--timeout", "300")  # fmt: skip
+                   "--trials", "2", "--timeout", "300", env={**os.environ, "EXAMPLE_API_KEY": quoted})  # fmt: skip
     assert done.returncode == 0, done.stderr
+    assert quoted not in done.stdout and "[redacted]" in json.loads(done.stdout)["cuda_code"]
     record = json.loads(done.stdout)  # exactly one JSON object on stdout
     for key in ("status", "flags", "error", "max_diff", "runtime_ms", "eager_ms", "compile_ms", "speedup_eager",
                 "speedup_compile", "isolation", "kernel_id"):  # fmt: skip
