@@ -4,8 +4,8 @@ A candidate runs with a scrubbed environment and without the usual credential fi
 so it cannot read the builder's keys where they usually live. A key kept anywhere else (a project's `.env`, a file
 the hidden list does not name, the builder's own environment under process isolation, where /proc is the host's)
 is readable, and an error that quotes it (a compiler quoting an included file, a traceback, a child's stderr)
-would reach the published archive. So the store and `reverify` redact every text of a record they write of each
-secret value the builder knows: its environment variables named like credentials (`config.SECRET_ENV_NAMES`),
+would reach the published archive. So the store, `reverify` and `kernel-archive verify` redact every text of a
+record they write of each secret value the builder knows: its environment variables named like credentials (`config.SECRET_ENV_NAMES`),
 the Hub token, and the generator's API keys. That catches a key a candidate echoes; one it encodes on purpose only
 the sandbox can keep from it.
 """
@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from builder import config
+from schemas import KernelRecord, record_from_dict, record_to_dict
 
 REDACTED = "[redacted]"
 IDENTITY = ("task_id", "kernel_id")  # a record's key, which a rerun resumes by: never rewritten
@@ -68,6 +69,11 @@ def redact(text: str, secrets: Iterable[str]) -> str:
 def redact_fields(fields: dict[str, Any], secrets: list[str]) -> dict[str, Any]:
     """A record's fields (or some of them) with every text redacted, but for its identity."""
     return {name: value if name in IDENTITY else redact_value(value, secrets) for name, value in fields.items()}
+
+
+def redact_record(record: KernelRecord, secrets: list[str]) -> KernelRecord:
+    """`record` with every text redacted, but for its identity (what reverify and the verify command print)."""
+    return record_from_dict(redact_fields(record_to_dict(record), secrets)) if secrets else record
 
 
 def redact_value(value: Any, secrets: list[str]) -> Any:

@@ -48,11 +48,11 @@ def verify(
 ) -> None:
     """Compile and verify one candidate against its task; exit 0 whenever a record was produced."""
     from builder import config
-    from builder.redaction import known_secrets, redact_fields
+    from builder.redaction import known_secrets, redact_record
     from builder.verify import sandbox
     from builder.verify.engine import VerifyOptions
     from builder.verify.engine import verify as run_verify
-    from schemas import record_from_dict, record_to_dict
+    from schemas import record_to_dict
 
     for name, value in (("--timeout", timeout), ("--compile-timeout", compile_timeout), ("--trials", trials)):
         if value is not None and value <= 0:
@@ -74,7 +74,7 @@ def verify(
         typer.echo("warning: bubblewrap is not usable here: candidates run with process isolation only", err=True)
     record = run_verify(cand, chosen_task, options)
     # Printed records end up in issues and files: redacted of the builder's secrets as an archive's are.
-    record = record_from_dict(redact_fields(record_to_dict(record), known_secrets()))
+    record = redact_record(record, known_secrets())
     if as_json:
         typer.echo(json.dumps(record_to_dict(record)))
     else:

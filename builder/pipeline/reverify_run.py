@@ -24,7 +24,7 @@ from builder.candidates import Candidate
 from builder.errors import NoGpuError, UsageError
 from builder.pipeline.executors import ExecutorSettings, injected_engine, make_executor, make_verify_options
 from builder.pipeline.reverify import build_report, render_markdown
-from builder.redaction import known_secrets, redact_fields
+from builder.redaction import known_secrets, redact_record
 from builder.tasks import Task, load_suite
 
 REPORT_JSON, REPORT_MD, RECORDS_PARQUET = "report.json", "report.md", "records.parquet"
@@ -160,7 +160,7 @@ def _verify(pairs: list[tuple[Candidate, Task]], backend: str, params: ReverifyP
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from schemas import record_from_dict, record_to_dict
+    from schemas import record_to_dict
 
     seeds = [secrets.randbits(config.SEED_BITS) for _ in range(params.trials)]
     options = make_verify_options(
@@ -187,7 +187,7 @@ def _verify(pairs: list[tuple[Candidate, Task]], backend: str, params: ReverifyP
             bar = progress.add_task("re-verifying", total=len(pairs))
             hidden = known_secrets()  # its report and records are published like an archive (redaction.py)
             for record in executor.stream(iter(pairs)):
-                record = record_from_dict(redact_fields(record_to_dict(record), hidden))
+                record = redact_record(record, hidden)
                 records.append(record)
                 journal.write(json.dumps(record_to_dict(record), default=str) + "\n")
                 journal.flush()  # kept if the run is cut off: the next run resumes after it

@@ -5,7 +5,8 @@ from __future__ import annotations
 import huggingface_hub.constants
 import pytest
 
-from builder.redaction import REDACTED, known_secrets, redact, redact_value
+from builder.redaction import REDACTED, known_secrets, redact, redact_record, redact_value
+from schemas import KernelRecord
 
 KEY = "sk-live-0123456789abcdef"
 
@@ -44,3 +45,15 @@ def test_every_string_in_a_value_is_redacted_and_nothing_else_changes():
     assert redact_value(value, [KEY]) == {"error": f"x{REDACTED}", "checks": [{"name": "tamper", "detail": REDACTED}],
                                           "count": 3, "ratio": 1.5}  # fmt: skip
     assert redact_value(value, []) is value
+
+
+def test_a_record_is_redacted_but_for_its_identity_and_left_as_it_is_without_secrets():
+    key = "sk-live-0123456789abcdef"
+    record = KernelRecord(kernel_id=key, task_id="1/1", level=1, task_number=1, op_name="matmul", kernel_name="k",
+                          backend="cpu", language="cpp", generator="bundled", cuda_code=f"// {key}\n",
+                          status="runtime_error", ranking_eligible=False, error=f"raised {key}", flags=["crash"])  # fmt: skip
+    redacted = redact_record(record, [key])
+    assert redacted.kernel_id == key and redacted.task_id == "1/1"  # the record's identity: a rerun resumes by it
+    assert redacted.cuda_code == f"// {REDACTED}\n" and redacted.error == f"raised {REDACTED}"
+    assert redacted.flags == ["crash"] and redacted.level == 1
+    assert redact_record(record, []) is record

@@ -47,8 +47,8 @@ def test_json_record_for_an_incorrect_model_new_exits_0_without_the_builders_sec
     done = run_cli(str(FIXTURES / "zeros_model_new.py"), "--task", "1/1", "--backend", "cpu", "--json",
                    "--trials", "2", "--timeout", "300", env={**os.environ, "EXAMPLE_API_KEY": quoted})  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert quoted not in done.stdout and "[redacted]" in json.loads(done.stdout)["cuda_code"]
     record = json.loads(done.stdout)  # exactly one JSON object on stdout
+    assert quoted not in done.stdout and "[redacted]" in record["cuda_code"]
     for key in ("status", "flags", "error", "max_diff", "runtime_ms", "eager_ms", "compile_ms", "speedup_eager",
                 "speedup_compile", "isolation", "kernel_id"):  # fmt: skip
         assert key in record
