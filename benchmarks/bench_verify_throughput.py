@@ -216,7 +216,8 @@ def engine_lines(totals: dict, started: float) -> list[str]:
             f"device s/kernel: timing windows {owned.get('timing', 0.0) / n:.2f}, held shared "
             f"{gate.get('shared_s', 0.0) / n:.2f}, owners waiting {gate.get('owner_wait_s', 0.0) / n:.2f}, unowned "
             f"while an owner waited {gate.get('drain_s', 0.0) / n:.2f}, held by nobody {gate.get('unheld_s', 0.0) / n:.2f};"
-            f" checks yielded per kernel {gate.get('yields', 0) / n:.2f}"]  # fmt: skip
+            f" checks yielded per kernel {gate.get('yields', 0) / n:.2f}; stopping and continuing members "
+            f"{gate.get('stopping_s', 0.0) / n * 1000:.1f} ms"]  # fmt: skip
 
 
 def alone_at_the_end(engines: list[dict]) -> float:
@@ -484,6 +485,8 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
             f"{label}: device held by nobody before the first evaluated record s":
                 (at_first_evaluated or after).unheld_s - before.unheld_s,
             f"{label}: checks yielded to a window per kernel": (after.yields - before.yields) / n,
+            f"{label}: stopping and continuing members (in windows) ms/kernel":
+                (after.stopping_s - before.stopping_s) / n * 1000,
             f"{label}: clean references computed per task": verifier.references.computed / tasks,
             f"{label}: clean reference s/task": verifier.references.compute_s / tasks,
             f"{label}: measured baselines s/task": owned.get("baseline", 0.0) / tasks,

@@ -58,6 +58,7 @@ class GateStats:
     shared_s: float = 0.0  # seconds held shared only (checks, clean references), no owner waiting
     yields: int = 0  # checks that gave the device up between two steps for a waiting owner
     pauses: int = 0  # members stopped for another's window
+    stopping_s: float = 0.0  # seconds an owner's grant and release spent stopping and continuing the members
     by_purpose: dict[str, float] = field(default_factory=dict)  # owned seconds per purpose
 
 
@@ -169,6 +170,7 @@ class DeviceGate:
                     member.pause()
                     self._paused.append(member)
             self.stats.pauses += len(self._paused)
+            self.stats.stopping_s += time.monotonic() - self._owned_since
             return True
 
     def release_exclusive(self, holder: object) -> None:
@@ -179,9 +181,11 @@ class DeviceGate:
             self.stats.owned_s += held
             self.stats.owned_count += 1
             self.stats.by_purpose[self._purpose] = self.stats.by_purpose.get(self._purpose, 0.0) + held
+            resuming = time.monotonic()
             for member in self._paused:
                 member.resume()
             self._paused.clear()
+            self.stats.stopping_s += time.monotonic() - resuming
             self._owner = None
             self._changed()
             self._cond.notify_all()

@@ -19,21 +19,35 @@ def _pid_namespace(pid: int) -> str | None:
 
 
 def marked(marker: str, namespace: str | None = None) -> list[psutil.Process]:
-    """Every process whose environment carries this run's marker (escaped setsid descendants included), and every
-    process of the run's own PID namespace (bwrap's: a process that cleared its environment cannot leave it)."""
+    """Every process of one sandboxed run: with `namespace` (bwrap's PID namespace, which no process of the run
+    can leave, and which dies with bwrap), the processes in it; without (process isolation, or before the
+    namespace is known), every process whose environment carries the run's marker (escaped setsid descendants
+    included).
+
+    The gate looks for a run's processes each time it stops or continues it, two dozen times a timing window,
+    over every process of the machine: the namespace is a link to read, where an environment is the process's
+    memory to read, behind its own memory lock (a process making a CUDA context holds it). psutil's iteration
+    is not used either: it reads each process's start time."""
     needle = f"{MARKER_ENV}={marker}".encode()
+    own = os.getpid()
     found = []
-    for proc in psutil.process_iter(["pid"]):
-        if proc.pid == os.getpid():
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == own:
             continue
-        if namespace is not None and _pid_namespace(proc.pid) == namespace:
-            found.append(proc)
-            continue
+        pid = int(name)
+        if namespace is not None:
+            if _pid_namespace(pid) != namespace:
+                continue
+        else:
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as fh:
+                    if needle not in fh.read().split(b"\0"):
+                        continue
+            except OSError:
+                continue
         try:
-            with open(f"/proc/{proc.pid}/environ", "rb") as fh:
-                if needle in fh.read().split(b"\0"):
-                    found.append(proc)
-        except OSError:
+            found.append(psutil.Process(pid))
+        except psutil.Error:  # gone since the look
             continue
     return found
 

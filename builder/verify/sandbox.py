@@ -260,7 +260,13 @@ class SandboxedProcess:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        sweep_marked(self.marker)
+        if self.isolation == "bwrap" and self._pid_ns is not None:
+            # Every process of the run is in bwrap's namespace, which ends with bwrap (--die-with-parent): once bwrap
+            # is gone, so are they, and the namespace's number may be a newer sandbox's.
+            if self.proc.poll() is None:
+                sweep_marked(self.marker, namespace=self._pid_ns)
+        else:  # process isolation, or bwrap's namespace never looked up: the marker finds them
+            sweep_marked(self.marker)
         try:
             self.proc.wait(timeout=config.SANDBOX_KILL_GRACE_S)
         except subprocess.TimeoutExpired:

@@ -151,6 +151,26 @@ def test_owning_stops_every_other_member_until_released():
     assert gate.stats.by_purpose.keys() == {"baseline", "timing"}
 
 
+class SlowMember(Member):
+    def pause(self) -> None:
+        time.sleep(0.05)
+        super().pause()
+
+    def resume(self) -> None:
+        time.sleep(0.03)
+        super().resume()
+
+
+def test_the_time_spent_stopping_and_continuing_members_is_counted():
+    gate = DeviceGate()
+    owner, others = Member(), [SlowMember(), SlowMember()]
+    for member in [owner, *others]:
+        gate.join(member)
+    gate.acquire_exclusive(owner)
+    gate.release_exclusive(owner)
+    assert 0.16 <= gate.stats.stopping_s < 0.16 + 0.3
+
+
 def test_an_aborted_wait_holds_nothing():
     gate = DeviceGate()
     gate.acquire_shared()
