@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterator
+from pathlib import Path
 
 import psutil
 
@@ -71,14 +73,39 @@ def child_namespace(pid: int) -> str | None:
 
 
 def namespace_member(pid: int) -> tuple[int, str] | None:
-    """The first of `pid`'s descendants in another PID namespace than this process (under bwrap: the sandbox's
-    init), with that namespace."""
+    """The first of `pid`'s descendants, nearest first, in another PID namespace than this process (under bwrap:
+    the sandbox's init, bwrap's own child), with that namespace."""
     own = _pid_namespace(os.getpid())
-    try:
-        for descendant in psutil.Process(pid).children(recursive=True):
-            namespace = _pid_namespace(descendant.pid)
-            if namespace is not None and namespace != own:
-                return descendant.pid, namespace
-    except psutil.Error:
-        pass
+    for descendant in _descendants(pid):
+        namespace = _pid_namespace(descendant)
+        if namespace is not None and namespace != own:
+            return descendant, namespace
     return None
+
+
+def _descendants(pid: int) -> Iterator[int]:
+    """`pid`'s descendants, nearest first, from the kernel's list of each thread's children: psutil's walk, the
+    fallback for a kernel without the list, reads every process of the machine (once for each forked child)."""
+    if not _KERNEL_LISTS_CHILDREN:
+        try:
+            yield from (child.pid for child in psutil.Process(pid).children(recursive=True))
+        except psutil.Error:
+            pass
+        return
+    queue = [pid]
+    while queue:
+        parent = queue.pop(0)
+        try:
+            threads = os.listdir(f"/proc/{parent}/task")
+        except OSError:  # gone
+            continue
+        for thread in threads:
+            try:
+                children = [int(child) for child in Path(f"/proc/{parent}/task/{thread}/children").read_text().split()]
+            except OSError:  # the thread or the process ended
+                continue
+            yield from children
+            queue.extend(children)
+
+
+_KERNEL_LISTS_CHILDREN = Path(f"/proc/self/task/{os.getpid()}/children").exists()

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from builder.verify import process_tree
@@ -59,3 +60,28 @@ def test_a_sandbox_that_is_gone_never_sweeps_the_namespace_number_it_had(tmp_pat
         assert newer.alive() and process_tree.marked(newer.marker, newer._pid_ns)
     finally:
         newer.kill()
+
+
+def test_descendants_are_the_kernels_children_lists_nearest_first():
+    grandchild = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {grandchild!r}]); time.sleep(60)",
+        ]
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while len(psutil.Process(parent.pid).children(recursive=True)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        walked = [child.pid for child in psutil.Process(parent.pid).children(recursive=True)]
+        assert len(walked) == 2
+        found = list(process_tree._descendants(parent.pid))
+        assert set(found) == set(walked)
+        assert psutil.Process(found[0]).ppid() == parent.pid and psutil.Process(found[1]).ppid() == found[0]
+    finally:
+        for child in psutil.Process(parent.pid).children(recursive=True):
+            child.kill()
+        parent.kill()
+        parent.wait()
