@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import psutil
@@ -24,46 +24,70 @@ def marked(marker: str, namespace: str | None = None) -> list[psutil.Process]:
     """Every process of one sandboxed run: with `namespace` (bwrap's PID namespace, which no process of the run
     can leave, and which dies with bwrap), the processes in it; without (process isolation, or before the
     namespace is known), every process whose environment carries the run's marker (escaped setsid descendants
-    included).
+    included)."""
+    return runs_processes([(marker, namespace)])[0]
 
-    The gate looks for a run's processes each time it stops or continues it, two dozen times a timing window,
-    over every process of the machine: the namespace is a link to read, where an environment is the process's
-    memory to read, behind its own memory lock (a process making a CUDA context holds it). psutil's iteration
-    is not used either: it reads each process's start time."""
-    needle = f"{MARKER_ENV}={marker}".encode()
+
+def runs_processes(runs: Sequence[tuple[str, str | None]]) -> list[list[psutil.Process]]:
+    """`marked` for each (marker, namespace) run, from one look over the machine's processes.
+
+    The gate looks for its members' processes each time an owner takes or gives back the device, over every
+    process of the machine (hundreds on a two-GPU box): one look for all its members, not one a member; a
+    namespace is a link to read, where an environment is the process's memory to read, behind its own memory
+    lock (a process making a CUDA context holds it); and psutil's iteration is not used, which reads each
+    process's start time."""
+    by_namespace: dict[str, list[int]] = {}
+    by_marker: dict[bytes, list[int]] = {}
+    for index, (marker, namespace) in enumerate(runs):
+        if namespace is not None:
+            by_namespace.setdefault(namespace, []).append(index)
+        else:
+            by_marker.setdefault(f"{MARKER_ENV}={marker}".encode(), []).append(index)
+    found: list[list[psutil.Process]] = [[] for _ in runs]
+    if not runs:
+        return found
     own = os.getpid()
-    found = []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == own:
             continue
         pid = int(name)
-        if namespace is not None:
-            if _pid_namespace(pid) != namespace:
-                continue
-        else:
-            try:
-                with open(f"/proc/{pid}/environ", "rb") as fh:
-                    if needle not in fh.read().split(b"\0"):
-                        continue
-            except OSError:
-                continue
+        indices = by_namespace.get(_pid_namespace(pid) or "", []) if by_namespace else []
+        if not indices and by_marker:
+            indices = [index for entry in _environment(pid) for index in by_marker.get(entry, [])]
+        if not indices:
+            continue
         try:
-            found.append(psutil.Process(pid))
+            process = psutil.Process(pid)
         except psutil.Error:  # gone since the look
             continue
+        for index in indices:
+            found[index].append(process)
     return found
+
+
+def _environment(pid: int) -> list[bytes]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return fh.read().split(b"\0")
+    except OSError:
+        return []
 
 
 def sweep_marked(marker: str, sig: int = signal.SIGKILL, namespace: str | None = None) -> int:
     """Signal (kill, by default) every marked process of this run."""
-    killed = 0
-    for proc in marked(marker, namespace):
+    return signal_runs([(marker, namespace)], sig)
+
+
+def signal_runs(runs: Sequence[tuple[str, str | None]], sig: int) -> int:
+    """Signal every process of each (marker, namespace) run, found in one look; how many were signalled."""
+    signalled = 0
+    for process in {proc.pid: proc for procs in runs_processes(runs) for proc in procs}.values():
         try:
-            proc.send_signal(sig)
-            killed += 1
+            process.send_signal(sig)
+            signalled += 1
         except psutil.Error:
             continue
-    return killed
+    return signalled
 
 
 def child_namespace(pid: int) -> str | None:

@@ -33,7 +33,7 @@ from builder import config
 from builder.verify import bytecode_cache
 from builder.verify.bubblewrap import bwrap_args, resolve_isolation
 from builder.verify.device_gate import work_cores
-from builder.verify.process_tree import MARKER_ENV, child_namespace, marked, sweep_marked
+from builder.verify.process_tree import MARKER_ENV, child_namespace, marked, signal_runs, sweep_marked
 
 
 class SandboxCancelled(Exception):
@@ -245,14 +245,22 @@ class SandboxedProcess:
             self._pid_ns = child_namespace(self.proc.pid)
         return self._pid_ns
 
+    @staticmethod
+    def pause_together(processes: Sequence[SandboxedProcess]) -> None:
+        """`pause` each of them, their escaped descendants found in one look over the machine's processes (the
+        gate stops every other member of its device for each window)."""
+        for process in processes:
+            process.hold_clock()
+        _signal_together(processes, signal.SIGSTOP)
+
+    @staticmethod
+    def resume_together(processes: Sequence[SandboxedProcess]) -> None:
+        _signal_together(processes, signal.SIGCONT)
+        for process in processes:
+            process.release_clock()
+
     def _signal_all(self, sig: int) -> None:
-        if not self.alive():
-            return
-        try:
-            os.killpg(self.proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        sweep_marked(self.marker, sig, self._namespace())
+        _signal_together([self], sig)
 
     def kill(self) -> None:
         """SIGKILL the child's process group and every marked escapee; reap the child."""
@@ -324,6 +332,17 @@ class SandboxedProcess:
         self._stdout.close()
         self._stderr.close()
         return outcome
+
+
+def _signal_together(processes: Sequence[SandboxedProcess], sig: int) -> None:
+    """Signal each live process's group, then every process of their runs (escapees), found in one look."""
+    alive = [process for process in processes if process.alive()]
+    for process in alive:
+        try:
+            os.killpg(process.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    signal_runs([(process.marker, process._namespace()) for process in alive], sig)
 
 
 def run_sandboxed(

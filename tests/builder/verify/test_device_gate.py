@@ -204,6 +204,43 @@ def test_a_stopped_child_makes_no_progress_and_its_stopped_time_is_not_its_timeo
         child.kill()
 
 
+@pytest.mark.parametrize("isolation", ["process", pytest.param("bwrap", marks=pytest.mark.skipif(
+    not bwrap_usable(), reason="needs bubblewrap"))])  # fmt: skip
+def test_a_window_stops_every_other_member_with_one_look_over_the_machine(tmp_path, monkeypatch, isolation):
+    """Each member's escapees are looked for once a grant and once a release for all members, not once each."""
+    from builder.verify import process_tree
+
+    looks = []
+    real = process_tree.runs_processes
+    monkeypatch.setattr(process_tree, "runs_processes", lambda runs: looks.append(len(runs)) or real(runs))
+    loop = "import time\nwhile True:\n    open('ticks', 'a').write('.')\n    time.sleep(0.01)\n"
+    members = [SandboxedProcess([sys.executable, "-c", loop], tmp_path / f"m{n}", gpu=False, isolation=isolation)
+               for n in range(3)]  # fmt: skip
+    gate, owner = DeviceGate(), Member()
+    try:
+        deadline = time.monotonic() + 15
+        while not all((m.scratch / "ticks").exists() for m in members) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for member in [owner, *members]:
+            gate.join(member)
+        for member in members:
+            member._namespace()  # looked up once a child lives, as the gate's first stop does
+        looks.clear()
+        gate.acquire_exclusive(owner)
+        time.sleep(0.3)  # a tick written just before the stop lands
+        stopped_at = [(m.scratch / "ticks").stat().st_size for m in members]
+        time.sleep(0.4)
+        assert [(m.scratch / "ticks").stat().st_size for m in members] == stopped_at
+        assert all(m.held_s() >= 0.4 for m in members)
+        gate.release_exclusive(owner)
+        time.sleep(0.3)
+        assert all((m.scratch / "ticks").stat().st_size > at for m, at in zip(members, stopped_at, strict=True))
+        assert looks == [3, 3]
+    finally:
+        for member in members:
+            member.kill()
+
+
 def test_time_held_moves_the_deadline(tmp_path):
     child = SandboxedProcess([sys.executable, "-c", "import time; time.sleep(1.5)"], tmp_path, gpu=False,
                              isolation="process")  # fmt: skip
