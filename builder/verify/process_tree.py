@@ -11,6 +11,7 @@ from pathlib import Path
 import psutil
 
 MARKER_ENV = "KA_SANDBOX_RUN"  # every sandboxed process carries it; its value is unique per run
+_KERNEL_LISTS_CHILDREN = Path(f"/proc/self/task/{os.getpid()}/children").exists()  # CONFIG_PROC_CHILDREN
 
 
 def _pid_namespace(pid: int) -> str | None:
@@ -130,6 +131,3 @@ def _descendants(pid: int) -> Iterator[int]:
                 continue
             yield from children
             queue.extend(children)
-
-
-_KERNEL_LISTS_CHILDREN = Path(f"/proc/self/task/{os.getpid()}/children").exists()
