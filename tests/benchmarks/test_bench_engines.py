@@ -20,7 +20,7 @@ spec.loader.exec_module(bench)
 TOTALS = {"records": 10, "started_at": 101.5, "last_record_at": 131.25, "references": 2, "reference_s": 11.0,
           "milestones": {"zygote_ready": 106.0, "start_received": 101.75, "first_record": 110.5},
           "reference_ready_at": [109.0, 107.25], "baseline_children_s": [12.0, 14.0],
-          "gate": {"owner_wait_s": 5.0, "drain_s": 1.0, "unheld_s": 0.3, "shared_s": 4.25, "yields": 12,
+          "gate": {"owner_wait_s": 5.0, "drain_s": 1.0, "unheld_s": 0.3, "shared_s": 4.25, "yields": 12, "stopping_s": 0.135,
                    "by_purpose": {"timing": 3.2, "baseline": 1.5}}}  # fmt: skip
 
 
@@ -31,7 +31,8 @@ def test_an_engines_totals_read_as_figures_from_the_runs_start():
     assert lines[2] == "clean references: 2, 5.50 s each; ready at 7.2, 9.0 s"
     assert lines[3] == "baseline children: 2, wall 13.0 s each; measured baselines 1.5 s of its device"
     assert lines[4] == ("device s/kernel: timing windows 0.32, held shared 0.42, owners waiting 0.50, unowned while "
-                        "an owner waited 0.10, held by nobody 0.03; checks yielded per kernel 1.20")  # fmt: skip
+                        "an owner waited 0.10, held by nobody 0.03; checks yielded per kernel 1.20; stopping and continuing "
+                        "members 13.5 ms")  # fmt: skip
 
 
 def test_an_engine_stopped_before_its_streams_end_says_so():
