@@ -1,5 +1,6 @@
-"""Finding every process of one sandboxed run (trusted parent side): by the run's environment marker, which
-escaped setsid descendants keep, and by bwrap's PID namespace, which no process of the run can leave."""
+"""Finding every process of one sandboxed run (trusted parent side): under bwrap by the run's PID namespace, which no
+process of the run can leave; under process isolation by the run's environment marker, which escaped setsid
+descendants keep."""
 
 from __future__ import annotations
 
@@ -35,8 +36,7 @@ def runs_processes(runs: Sequence[tuple[str, str | None]]) -> list[list[psutil.P
     The gate looks for its members' processes each time an owner takes or gives back the device, over every
     process of the machine (hundreds on a two-GPU box): one look for all its members, not one a member; a
     namespace is a link to read, where an environment is the process's memory to read, behind its own memory
-    lock (a process making a CUDA context holds it); and psutil's iteration is not used, which reads each
-    process's start time."""
+    lock; and psutil's iteration is not used, which reads each process's start time."""
     by_namespace: dict[str, list[int]] = {}
     by_marker: dict[bytes, list[int]] = {}
     for index, (marker, namespace) in enumerate(runs):
