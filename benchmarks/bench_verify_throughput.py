@@ -205,12 +205,15 @@ def engine_lines(totals: dict, started: float) -> list[str]:
     references = max(1, int(totals.get("references") or 0))
     children = totals.get("baseline_children_s") or []
     last = totals.get("last_record_at")
+    adopted = (
+        f", {totals['references_adopted']} adopted from another engine" if totals.get("references_adopted") else ""
+    )
     return [f"started at {totals.get('started_at', started) - started:.1f} s; {totals.get('records')} records"
             + (f", the last at {last - started:.1f} s" if isinstance(last, (int, float)) else "")
             + ("; stopped before its stream's end" if totals.get("stopped") else ""),
             milestone_line(totals.get("milestones") or {}, started),
-            f"clean references: {totals.get('references')}, {totals.get('reference_s', 0.0) / references:.2f} s each;"
-            f" ready at {', '.join(f'{at:.1f}' for at in sorted(ready)[:4])}{' ...' if len(ready) > 4 else ''} s",
+            f"clean references: {totals.get('references')}, {totals.get('reference_s', 0.0) / references:.2f} s each"
+            f"{adopted}; ready at {ready_times(ready)} s",
             f"baseline children: {len(children)}, wall {statistics.mean(children) if children else float('nan'):.1f} s"
             f" each; measured baselines {owned.get('baseline', 0.0):.1f} s of its device",
             f"device s/kernel: timing windows {owned.get('timing', 0.0) / n:.2f}, held shared "
@@ -218,6 +221,12 @@ def engine_lines(totals: dict, started: float) -> list[str]:
             f"while an owner waited {gate.get('drain_s', 0.0) / n:.2f}, held by nobody {gate.get('unheld_s', 0.0) / n:.2f};"
             f" checks yielded per kernel {gate.get('yields', 0) / n:.2f}; stopping and continuing members "
             f"{gate.get('stopping_s', 0.0) / n * 1000:.1f} ms"]  # fmt: skip
+
+
+def ready_times(ready: list[float]) -> str:
+    """When an engine's references were ready: the first four (its start) and the last two (a hand-back's)."""
+    shown = [f"{at:.1f}" for at in sorted(ready)]
+    return ", ".join(shown) if len(shown) <= 6 else f"{', '.join(shown[:4])} ... {', '.join(shown[-2:])}"
 
 
 def alone_at_the_end(engines: list[dict]) -> float:

@@ -62,6 +62,7 @@ REFERENCE_TIMEOUT_S = 600.0  # the clean reference child (verify/reference.py): 
 # small count: a stream back to more tasks than it held recomputed one per candidate (docs/gpu-runs.md, 2026-11-26).
 REFERENCE_CACHE_TASKS, REFERENCE_CACHE_BYTES, REFERENCE_CACHE_MIN_FREE_BYTES = 1024, 64 << 30, 8 << 30
 REFERENCE_CACHE_MEMORY_SHARE = 0.25  # of the machine's memory, where the references' files live in memory
+REFERENCE_SHARE_PREFIX = "ka-shared-reference-"  # a reference one engine shares with another (clean_reference.py)
 REFERENCE_FILE_MAX_BYTES = 32 << 30
 OUTPUTS_FILE_SLACK_BYTES = 16 << 20  # a candidate's outputs file may exceed twice its expected size by this
 JUDGE_POLL_S = 0.002  # how often the parent looks for the candidate's outputs, and the child for the parent's word

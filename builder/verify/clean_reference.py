@@ -1,7 +1,9 @@
 """Clean references (trusted parent side): the reference child (mode "reference") run once per task, seed set
 and tolerance, and the cache every candidate of the task is judged from.
 
-The child's output files stay in a directory private to the parent, never bound into a candidate's sandbox.
+The child's output files stay in a directory private to the parent, never bound into a candidate's sandbox. An
+engine that hands pairs back to another engine of the same build (`hand_back`) shares their tasks' references
+(`share`), which the taker adopts (`adopt`) where its own key is the same, rather than run the child again.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
 import tempfile
 import threading
@@ -76,6 +79,7 @@ class ReferenceCache:
         self._locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
         self.computed = 0
+        self.adopted = 0  # references taken from another engine's `share`, not computed here
         self.compute_s = 0.0  # wall seconds of the reference children run so far
         self.ready_at: list[float] = []  # time.monotonic() as each was ready (the bench's view of a start)
         self.first_ended = threading.Event()  # set once a reference child has ended, ready or failed
@@ -151,6 +155,65 @@ class ReferenceCache:
             with self._lock:
                 self._warming.discard(key)
 
+    def share(self, task: Task, options: VerifyOptions) -> dict[str, Any] | None:
+        """The task's reference, ready here, for another engine of the same build to `adopt`: its files linked
+        into a new directory beside this cache's (it outlives this cache; whoever passes the offer on removes it
+        once the stream ends), its key and manifest. None where there is none to share: not computed here,
+        failed, or dropped."""
+        key = self.key(task, options)
+        with self._lock:
+            reference = self._entries.get(key)  # held while its files are linked: they go only once it goes
+        if reference is None or reference.error or not isinstance(reference.outputs, tensor_files.OutputsDir):
+            return None
+        directory = Path(tempfile.mkdtemp(prefix=config.REFERENCE_SHARE_PREFIX, dir=self.root.parent))
+        try:
+            files = _link_files(reference.outputs.directory, directory)
+        except OSError as exc:
+            shutil.rmtree(directory, ignore_errors=True)
+            log.debug("reference of task %s not shared: %s", task.id, exc)
+            return None
+        return {"key": key, "directory": str(directory), "files": files, "manifest": reference.manifest}
+
+    def adopt(self, task: Task, options: VerifyOptions, offer: dict[str, Any]) -> bool:
+        """Take the task's reference from another engine's `share` instead of running the reference child: only
+        for this cache's own key (the same task, GPU model, torch, seeds and tolerances), while it holds none
+        and computes none. The files are linked into this cache's directory and read as those of a reference
+        computed here; files other than those shared leave the reference to be computed here."""
+        key = self.key(task, options)
+        if not isinstance(offer, dict) or offer.get("key") != key:
+            return False
+        with self._lock:
+            lock = self._locks.setdefault(key, threading.Lock())
+        if not lock.acquire(blocking=False):  # being computed here already
+            return False
+        try:
+            with self._lock:
+                if key in self._entries:
+                    return False
+            directory = self.root / key[:24]
+            shutil.rmtree(directory, ignore_errors=True)
+            try:
+                directory.mkdir(parents=True)
+                files = _link_files(Path(offer["directory"]), directory)
+                if files != offer.get("files"):
+                    raise tensor_files.OutputFileError(f"files {files}, where {offer.get('files')} were shared")
+                outputs = tensor_files.OutputsDir(directory, config.REFERENCE_FILE_MAX_BYTES, keep_loaded=False)
+            except (OSError, KeyError, TypeError, tensor_files.OutputFileError) as exc:
+                shutil.rmtree(directory, ignore_errors=True)
+                log.debug("reference of task %s not adopted: %s", task.id, exc)
+                return False
+            reference = CleanReference(outputs=outputs, manifest=dict(offer["manifest"]))
+            weakref.finalize(reference, shutil.rmtree, str(directory), True)  # the files live as long as it does
+            reference.owner, reference.file_bytes = self, sum(files.values())
+            self.adopted += 1
+            with self._lock:
+                self._entries[key] = reference
+                self._evict()
+            self.first_ended.set()
+            return True
+        finally:
+            lock.release()
+
     def close(self) -> None:
         self._finalizer()
 
@@ -181,6 +244,21 @@ def in_memory(path: Path) -> bool:
         if (str(path).rstrip("/") + "/").startswith(point) and len(point) > len(best):
             best, kind = point, mount.fstype
     return kind in ("tmpfs", "ramfs")
+
+
+def _link_files(source: Path, target: Path) -> dict[str, int]:
+    """Hard-link (copy, across filesystems) each file of `source` into `target`: their names and sizes. A link or a
+    folder in `source` is an OSError: a reference's directory holds plain files only."""
+    files = {}
+    for path in sorted(source.iterdir()):
+        if path.is_symlink() or not path.is_file():
+            raise OSError(f"{path.name} in {source} is not a plain file")
+        try:
+            os.link(path, target / path.name)
+        except OSError:
+            shutil.copyfile(path, target / path.name)
+        files[path.name] = (target / path.name).stat().st_size
+    return files
 
 
 def _bytes_under(directory: Path) -> int:

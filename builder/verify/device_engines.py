@@ -7,7 +7,8 @@ each a `Verifier` over one GPU (its CUDA_VISIBLE_DEVICES) on its own share of th
 compile workers and the build's seeds. This process only hands out pairs and gathers records:
 
 - An engine asks for its next pair when its stream wants one; `routing` says which pair, and when. At the
-  stream's end an engine with nothing left takes over pairs another has not begun (`hand_back`).
+  stream's end an engine with nothing left takes over pairs another has not begun (`hand_back`), and the clean
+  references of their tasks, which the giver shares (`ReferenceCache.share`) and this process passes on.
 - A pair is pending from the moment it is handed out until its record comes back. An engine that dies sends
   each of its pending pairs back as a `crash` record (as an executor does for a candidate it lost): none lost,
   none twice; the other engines go on. Should every engine end early, the stream raises: the pairs none of them
@@ -24,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -32,6 +34,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from multiprocessing.connection import Connection, Pipe
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from builder import config
@@ -89,6 +92,7 @@ class _Engine:
         self.told_end = False  # it was told there are no more pairs
         self.flushed = True  # no pair sent since its last window's end (`hand_back.WINDOW_END`)
         self.handing_back = False  # asked to hand pairs back, not yet answered
+        self.offered: set[str] = set()  # the tasks whose shared reference it was sent
         self.refused_at: int | None = None  # its pending count when it last had none to hand back
         self.asked_at = time.monotonic()  # its start, then its last request for a pair
         self.asking = False  # a request of its waits for its answer
@@ -137,6 +141,9 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
     balance = threading.Condition()  # notified whenever an engine's pending pairs change or it ends
     slack = max(1, options.batch_size)  # while input is left to read; none for its last pairs
     workers = options.workers_per_device()  # each engine's: it has one device
+    offers: dict[str, dict[str, Any]] = {}  # task id -> the clean reference shared with its handed-back pairs
+    shared_directories: list[str] = []
+    offers_lock = threading.Lock()
 
     def may_take(engine: _Engine) -> bool:
         return router.drained() or balanced(engine, engines, router.all_read(), slack, time.monotonic())
@@ -203,7 +210,8 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
                     engine.asking = False
                 changed()
                 try:
-                    engine.send("window_end" if window_end else None if pair is None else (sequence, *pair))
+                    item = None if pair is None or window_end else (sequence, *pair, offer_for(engine, pair))
+                    engine.send("window_end" if window_end else item)
                 except OSError:  # it ended meanwhile: the pair goes to another engine
                     with engine.pending_lock:
                         if engine.pending.pop(sequence, None) is not None:
@@ -212,8 +220,25 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
         except BaseException as exc:  # noqa: BLE001 - the input raised: surfaced in the caller's thread
             records.put(exc)
 
-    def handed_back(engine: _Engine, returned: list[int]) -> None:
-        """Pairs the engine removed from its stream, unbegun: waiting again, first in line, for any engine."""
+    def offer_for(engine: _Engine, pair: tuple[Candidate, Task]) -> dict[str, Any] | None:
+        """The reference an engine that handed back pairs of this pair's task shared, with the first of them this
+        engine is sent (it adopts it, where its key is the same, rather than run the reference child again)."""
+        with offers_lock:
+            offer = offers.get(pair[1].id)
+            if offer is None or pair[1].id in engine.offered:
+                return None
+            engine.offered.add(pair[1].id)
+            return offer
+
+    def handed_back(engine: _Engine, returned: list[int], shared: dict[str, dict[str, Any]]) -> None:
+        """Pairs the engine removed from its stream, unbegun: waiting again, first in line, for any engine; and
+        the references it shared of their tasks (their directories are removed once the stream ends)."""
+        with offers_lock:
+            for task_id, offer in shared.items():
+                offers[task_id] = offer
+                shared_directories.append(str(offer.get("directory", "")))
+                for other in engines:  # a newer offer of a task is made to every engine again
+                    other.offered.discard(task_id)
         with engine.pending_lock:
             pairs_back = [engine.pending.pop(sequence) for sequence in returned if sequence in engine.pending]
             engine.handing_back = False
@@ -242,7 +267,7 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
                     records.put(record)
                     made += 1
                 elif kind == "handed_back":
-                    handed_back(engine, body[0])
+                    handed_back(engine, body[0], body[1] if len(body) > 1 and isinstance(body[1], dict) else {})
                 elif kind == "log":
                     replay_log(body[0], f"engine-{engine.index}")
                 elif kind == "error":
@@ -310,6 +335,9 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
                 ).start()
         for thread in threads:
             thread.join(timeout=1.0)
+        for directory in shared_directories:  # what an engine adopted is linked into its own cache
+            if Path(directory).name.startswith(config.REFERENCE_SHARE_PREFIX):
+                shutil.rmtree(directory, ignore_errors=True)
 
 
 def reap(engine: _Engine) -> None:

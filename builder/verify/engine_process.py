@@ -69,6 +69,7 @@ def engine_totals(verifier: Verifier, started_at: float, records: int, last_reco
     return {"records": records, "started_at": started_at, "last_record_at": last_record_at, "stopped": stopped,
             "milestones": milestones.marks(), "gate": asdict(gate),
             "references": verifier.references.computed, "reference_s": verifier.references.compute_s,
+            "references_adopted": verifier.references.adopted,
             "reference_ready_at": list(verifier.references.ready_at),
             "baseline_children_s": list(verifier.baselines.children_s)}  # fmt: skip
 
@@ -113,20 +114,25 @@ def _engine_main(connection: Connection) -> int:
             if item == "window_end":
                 yield WINDOW_END
                 continue
-            sequence, candidate, task = item
+            sequence, candidate, task, *offer = item
             key = _key(candidate.task_id, candidate.kernel_id, candidate.kernel_name)
             sequences.setdefault(key, deque()).append(sequence)
+            if offer and offer[0]:  # the task's reference, shared by the engine that handed its pairs back
+                verifier.references.adopt(task, verifier.options, offer[0])
             yield candidate, task
 
     def hand_back(count: int) -> None:
         """Pairs no worker has begun, removed from this stream and said to the builder by their sequences (every
-        pair came through `pairs`, so each has one; one without would stay pending and end as a crash record)."""
-        returned = []
-        for candidate, _ in verifier.hand_back(count):
+        pair came through `pairs`, so each has one; one without would stay pending and end as a crash record),
+        with their tasks' clean references where this engine has them (`ReferenceCache.share`), by task id."""
+        returned, tasks = [], {}
+        for candidate, task in verifier.hand_back(count):
             waiting = sequences.get(_key(candidate.task_id, candidate.kernel_id, candidate.kernel_name))
             if waiting:
                 returned.append(waiting.pop())
-        send(("handed_back", returned))
+                tasks[task.id] = task
+        offers = {task_id: verifier.references.share(task, verifier.options) for task_id, task in tasks.items()}
+        send(("handed_back", returned, {task_id: offer for task_id, offer in offers.items() if offer}))
 
     def receive() -> None:
         """Every message from the builder after "start" (only this thread receives): answers for the stream's

@@ -29,6 +29,10 @@ def test_an_engines_totals_read_as_figures_from_the_runs_start():
     assert lines[0] == "started at 1.5 s; 10 records, the last at 31.2 s"
     assert lines[1] == "milestones: start_received 1.8, zygote_ready 6.0, first_record 10.5"  # in the order reached
     assert lines[2] == "clean references: 2, 5.50 s each; ready at 7.2, 9.0 s"
+    adopted = {**TOTALS, "references_adopted": 1, "reference_ready_at": [100.0 + at for at in range(8, 0, -1)]}
+    assert bench.engine_lines(adopted, started=100.0)[2] == (
+        "clean references: 2, 5.50 s each, 1 adopted from another engine; ready at 1.0, 2.0, 3.0, 4.0 ... 7.0, 8.0 s"
+    )
     assert lines[3] == "baseline children: 2, wall 13.0 s each; measured baselines 1.5 s of its device"
     assert lines[4] == ("device s/kernel: timing windows 0.32, held shared 0.42, owners waiting 0.50, unowned while "
                         "an owner waited 0.10, held by nobody 0.03; checks yielded per kernel 1.20; stopping and continuing "

@@ -12,7 +12,7 @@ import pytest
 
 from builder import config
 from builder.tasks import load_suite
-from builder.verify import clean_reference
+from builder.verify import clean_reference, tensor_files
 from builder.verify.clean_reference import CleanReference, ReferenceCache
 from builder.verify.engine import VerifyOptions
 
@@ -131,3 +131,82 @@ def test_a_mount_table_that_cannot_be_read_leaves_the_byte_bound(monkeypatch):
 
     monkeypatch.setattr(clean_reference.psutil, "disk_partitions", unreadable)
     assert not clean_reference.in_memory(Path("/tmp"))
+
+
+@pytest.fixture
+def written(monkeypatch):
+    """Like `computed`, with references a candidate could be judged from: an outputs index and its one file."""
+    tasks: list[str] = []
+
+    def fake_compute(task, options, directory, cancel=None):
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / tensor_files.INDEX).write_text('["trial0"]')
+        (directory / "trial0.safetensors").write_bytes(task.id.encode() * 100)
+        tasks.append(task.id)
+        outputs = tensor_files.OutputsDir(directory, config.REFERENCE_FILE_MAX_BYTES, keep_loaded=False)
+        return CleanReference(outputs=outputs, manifest={"task": task.id})
+
+    monkeypatch.setattr(clean_reference, "compute_clean_reference", fake_compute)
+    return tasks
+
+
+def test_an_engine_adopts_the_reference_another_shares_and_computes_none(written, tasks, options):
+    giver, taker = ReferenceCache(), ReferenceCache()
+    giver.get(tasks[0], options)
+    offer = giver.share(tasks[0], options)
+    assert offer is not None and Path(offer["directory"]).name.startswith(config.REFERENCE_SHARE_PREFIX)
+    assert taker.adopt(tasks[0], options, offer)
+    giver.close()
+    shutil.rmtree(offer["directory"])  # the builder's part once the stream ends: the taker's files are its own
+    reference = taker.get(tasks[0], options)
+    assert written == [tasks[0].id]  # computed by the giver alone
+    assert (taker.adopted, taker.computed) == (1, 0)
+    assert reference.manifest == {"task": tasks[0].id}
+    assert reference.outputs.directory.parent == taker.root
+    assert (reference.outputs.directory / "trial0.safetensors").read_bytes() == tasks[0].id.encode() * 100
+    assert reference.file_bytes == len(tasks[0].id) * 100 + len('["trial0"]')
+    assert not taker.adopt(tasks[0], options, offer)  # held already
+    taker.close()
+
+
+def test_a_reference_under_another_key_is_computed_not_adopted(written, tasks, options):
+    giver, taker = ReferenceCache(), ReferenceCache()
+    giver.get(tasks[0], options)
+    offer = giver.share(tasks[0], options)
+    other_seeds = VerifyOptions(backend="cpu").with_seeds()  # another build's trials (or GPU model, or torch)
+    assert not taker.adopt(tasks[0], other_seeds, offer)
+    assert not taker.adopt(tasks[1], options, offer)  # another task
+    taker.get(tasks[0], other_seeds)
+    assert written == [tasks[0].id, tasks[0].id]
+    for cache in (giver, taker):
+        cache.close()
+    shutil.rmtree(offer["directory"])
+
+
+@pytest.mark.parametrize("change", ["added", "shortened", "gone"])
+def test_shared_files_other_than_those_shared_leave_the_reference_to_be_computed(written, tasks, options, change):
+    giver, taker = ReferenceCache(), ReferenceCache()
+    giver.get(tasks[0], options)
+    offer = giver.share(tasks[0], options)
+    shared = Path(offer["directory"])
+    if change == "added":
+        (shared / "probe.safetensors").write_bytes(b"\0")
+    elif change == "shortened":
+        (shared / "trial0.safetensors").write_bytes(b"\0")
+    else:
+        shutil.rmtree(shared)  # the stream ended before the pair reached the taker
+    assert not taker.adopt(tasks[0], options, offer)
+    assert not any(taker.root.iterdir())  # nothing half-linked is left behind
+    taker.get(tasks[0], options)
+    assert (taker.adopted, taker.computed) == (0, 1)
+    for cache in (giver, taker):
+        cache.close()
+    shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_nothing_is_shared_of_a_reference_not_held_or_failed(computed, tasks, options):
+    cache = ReferenceCache()
+    assert cache.share(tasks[0], options) is None  # never computed here
+    cache.get(tasks[0], options)  # the `computed` fixture's references carry no outputs to judge from
+    assert cache.share(tasks[0], options) is None
+    cache.close()

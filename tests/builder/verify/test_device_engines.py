@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import signal
+import tempfile
 import time
 from collections import Counter
 from dataclasses import replace
@@ -214,6 +215,7 @@ def test_an_engine_out_of_pairs_takes_over_pairs_the_other_has_not_begun(tmp_pat
     monkeypatch.setattr(config, "ENGINE_HAND_BACK_MIN_PAIRS", 1)  # the builder's decision: taken on a CPU's scale
     slow, quick, options = slow_and_quick_tasks(tmp_path)
     pairs = [pair for both in zip(slow, quick, strict=True) for pair in both]
+    shared_before = set(Path(tempfile.gettempdir()).glob(f"{config.REFERENCE_SHARE_PREFIX}*"))
     caplog.set_level(logging.DEBUG, logger=device_engines.__name__)
     caplog.set_level(logging.DEBUG, logger="builder.verify.engine")
     records = list(Verifier(options).stream(pairs))
@@ -227,7 +229,12 @@ def test_an_engine_out_of_pairs_takes_over_pairs_the_other_has_not_begun(tmp_pat
     totals = {r.processName: json.loads(r.getMessage().removeprefix("engine totals: ")) for r in caplog.records
               if r.getMessage().startswith("engine totals: ")}  # fmt: skip
     moved = sum(int(line.split()[4]) for line in handed)
-    assert totals[f"engine-{1 - giver}"]["records"] > len(quick) - moved  # the taker evaluated some of the slow task
+    taker = totals[f"engine-{1 - giver}"]
+    assert taker["records"] > len(quick) - moved  # the taker evaluated some of the slow task
+    # the slow task's clean reference came with its pairs: the taker computed only its own task's
+    assert (taker["references"], taker["references_adopted"]) == (1, 1)
+    assert (totals[f"engine-{giver}"]["references"], totals[f"engine-{giver}"]["references_adopted"]) == (1, 0)
+    assert not set(Path(tempfile.gettempdir()).glob(f"{config.REFERENCE_SHARE_PREFIX}*")) - shared_before
     assert sum(t["records"] for t in totals.values()) == len(pairs)
     assert_no_engine_left()
 
