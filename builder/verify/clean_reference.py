@@ -2,8 +2,9 @@
 and tolerance, and the cache every candidate of the task is judged from.
 
 The child's output files stay in a directory private to the parent, never bound into a candidate's sandbox. An
-engine that hands pairs back to another engine of the same build (`hand_back`) shares their tasks' references
-(`share`), which the taker adopts (`adopt`) where its own key is the same, rather than run the child again.
+engine that hands pairs back to another engine of the same build (`hand_back`) shares a copy of their tasks'
+references (`share`), which the taker adopts (`adopt`) where its own key is the same, rather than run the child
+again.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import shutil
 import tempfile
 import threading
@@ -156,18 +156,19 @@ class ReferenceCache:
                 self._warming.discard(key)
 
     def share(self, task: Task, options: VerifyOptions) -> dict[str, Any] | None:
-        """The task's reference, ready here, for another engine of the same build to `adopt`: its files linked
-        into a new directory beside this cache's (it outlives this cache; whoever passes the offer on removes it
-        once the stream ends), its key and manifest. None where there is none to share: not computed here,
-        failed, or dropped."""
+        """The task's reference, ready here, for one other engine of the same build to `adopt`: a copy of its
+        files in a new directory beside this cache's (it outlives this cache; whoever passes the offer on removes
+        it once the stream ends, unless the taker moved it into its own cache), its key and manifest. Copies, not
+        links: the judge reads only files with a single link (`tensor_files.read`). None where there is none to
+        share: not computed here, failed, or dropped."""
         key = self.key(task, options)
         with self._lock:
-            reference = self._entries.get(key)  # held while its files are linked: they go only once it goes
+            reference = self._entries.get(key)  # held while its files are copied: they go only once it goes
         if reference is None or reference.error or not isinstance(reference.outputs, tensor_files.OutputsDir):
             return None
         directory = Path(tempfile.mkdtemp(prefix=config.REFERENCE_SHARE_PREFIX, dir=self.root.parent))
         try:
-            files = _link_files(reference.outputs.directory, directory)
+            files = _copy_files(reference.outputs.directory, directory)
         except OSError as exc:
             shutil.rmtree(directory, ignore_errors=True)
             log.debug("reference of task %s not shared: %s", task.id, exc)
@@ -177,8 +178,8 @@ class ReferenceCache:
     def adopt(self, task: Task, options: VerifyOptions, offer: dict[str, Any]) -> bool:
         """Take the task's reference from another engine's `share` instead of running the reference child: only
         for this cache's own key (the same task, GPU model, torch, seeds and tolerances), while it holds none
-        and computes none. The files are linked into this cache's directory and read as those of a reference
-        computed here; files other than those shared leave the reference to be computed here."""
+        and computes none. The shared directory is moved into this cache's and read as a reference computed
+        here would be; files other than those shared leave the reference to be computed here."""
         key = self.key(task, options)
         if not isinstance(offer, dict) or offer.get("key") != key:
             return False
@@ -193,8 +194,11 @@ class ReferenceCache:
             directory = self.root / key[:24]
             shutil.rmtree(directory, ignore_errors=True)
             try:
-                directory.mkdir(parents=True)
-                files = _link_files(Path(offer["directory"]), directory)
+                shared = Path(offer["directory"])
+                if shared.is_symlink() or not shared.name.startswith(config.REFERENCE_SHARE_PREFIX):
+                    raise OSError(f"{shared} is no shared reference")
+                shutil.move(shared, directory)  # a rename on one filesystem: each file keeps its single link
+                files = {path.name: path.lstat().st_size for path in directory.iterdir()}
                 if files != offer.get("files"):
                     raise tensor_files.OutputFileError(f"files {files}, where {offer.get('files')} were shared")
                 outputs = tensor_files.OutputsDir(directory, config.REFERENCE_FILE_MAX_BYTES, keep_loaded=False)
@@ -246,17 +250,14 @@ def in_memory(path: Path) -> bool:
     return kind in ("tmpfs", "ramfs")
 
 
-def _link_files(source: Path, target: Path) -> dict[str, int]:
-    """Hard-link (copy, across filesystems) each file of `source` into `target`: their names and sizes. A link or a
-    folder in `source` is an OSError: a reference's directory holds plain files only."""
+def _copy_files(source: Path, target: Path) -> dict[str, int]:
+    """Copy each file of `source` into `target`: their names and sizes. A link or a folder in `source` is an
+    OSError: a reference's directory holds plain files only."""
     files = {}
     for path in sorted(source.iterdir()):
         if path.is_symlink() or not path.is_file():
             raise OSError(f"{path.name} in {source} is not a plain file")
-        try:
-            os.link(path, target / path.name)
-        except OSError:
-            shutil.copyfile(path, target / path.name)
+        shutil.copyfile(path, target / path.name)
         files[path.name] = (target / path.name).stat().st_size
     return files
 

@@ -7,8 +7,8 @@ each a `Verifier` over one GPU (its CUDA_VISIBLE_DEVICES) on its own share of th
 compile workers and the build's seeds. This process only hands out pairs and gathers records:
 
 - An engine asks for its next pair when its stream wants one; `routing` says which pair, and when. At the
-  stream's end an engine with nothing left takes over pairs another has not begun (`hand_back`), and the clean
-  references of their tasks, which the giver shares (`ReferenceCache.share`) and this process passes on.
+  stream's end an engine with nothing left takes over pairs another has not begun (`hand_back`), and a copy of
+  the clean references of their tasks, which the giver shares (`ReferenceCache.share`) and this process passes on.
 - A pair is pending from the moment it is handed out until its record comes back. An engine that dies sends
   each of its pending pairs back as a `crash` record (as an executor does for a candidate it lost): none lost,
   none twice; the other engines go on. Should every engine end early, the stream raises: the pairs none of them
@@ -92,7 +92,6 @@ class _Engine:
         self.told_end = False  # it was told there are no more pairs
         self.flushed = True  # no pair sent since its last window's end (`hand_back.WINDOW_END`)
         self.handing_back = False  # asked to hand pairs back, not yet answered
-        self.offered: set[str] = set()  # the tasks whose shared reference it was sent
         self.refused_at: int | None = None  # its pending count when it last had none to hand back
         self.asked_at = time.monotonic()  # its start, then its last request for a pair
         self.asking = False  # a request of its waits for its answer
@@ -210,7 +209,7 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
                     engine.asking = False
                 changed()
                 try:
-                    item = None if pair is None or window_end else (sequence, *pair, offer_for(engine, pair))
+                    item = None if pair is None or window_end else (sequence, *pair, offer_for(pair))
                     engine.send("window_end" if window_end else item)
                 except OSError:  # it ended meanwhile: the pair goes to another engine
                     with engine.pending_lock:
@@ -220,15 +219,12 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
         except BaseException as exc:  # noqa: BLE001 - the input raised: surfaced in the caller's thread
             records.put(exc)
 
-    def offer_for(engine: _Engine, pair: tuple[Candidate, Task]) -> dict[str, Any] | None:
-        """The reference an engine that handed back pairs of this pair's task shared, with the first of them this
-        engine is sent (it adopts it, where its key is the same, rather than run the reference child again)."""
+    def offer_for(pair: tuple[Candidate, Task]) -> dict[str, Any] | None:
+        """The reference an engine that handed back pairs of this pair's task shared, sent with the first of them
+        handed out (its taker moves the files into its own cache, where its key is the same, rather than run the
+        reference child again); an engine sent a later one makes its own."""
         with offers_lock:
-            offer = offers.get(pair[1].id)
-            if offer is None or pair[1].id in engine.offered:
-                return None
-            engine.offered.add(pair[1].id)
-            return offer
+            return offers.pop(pair[1].id, None)
 
     def handed_back(engine: _Engine, returned: list[int], shared: dict[str, dict[str, Any]]) -> None:
         """Pairs the engine removed from its stream, unbegun: waiting again, first in line, for any engine; and
@@ -237,8 +233,6 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
             for task_id, offer in shared.items():
                 offers[task_id] = offer
                 shared_directories.append(str(offer.get("directory", "")))
-                for other in engines:  # a newer offer of a task is made to every engine again
-                    other.offered.discard(task_id)
         with engine.pending_lock:
             pairs_back = [engine.pending.pop(sequence) for sequence in returned if sequence in engine.pending]
             engine.handing_back = False
@@ -335,7 +329,7 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
                 ).start()
         for thread in threads:
             thread.join(timeout=1.0)
-        for directory in shared_directories:  # what an engine adopted is linked into its own cache
+        for directory in shared_directories:  # gone already where an engine moved it into its own cache
             if Path(directory).name.startswith(config.REFERENCE_SHARE_PREFIX):
                 shutil.rmtree(directory, ignore_errors=True)
 

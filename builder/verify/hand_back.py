@@ -13,7 +13,7 @@ So:
   back pairs no worker of its has taken (`UnstartedWork.take_back`): half its surplus, if that is at least
   `ENGINE_HAND_BACK_MIN_PAIRS`, of as few tasks as it can. Their builds are done: the taker's build of the same
   source is a cache hit in the shared build directory. Their tasks' clean references go with them where the giver
-  has them (`ReferenceCache.share`): the taker links the files into its own cache where its key is the same (the
+  has them (`ReferenceCache.share`): the taker moves a copy of the files into its own cache where its key is the same (the
   same GPU model, torch, seeds and tolerances) rather than run a reference child, seconds of it; its baselines
   are the giver's too, through the shared baseline directory.
 - A pair is pending with exactly one engine at any time: the giver removes it from its queue before it says so,

@@ -9,6 +9,7 @@ from collections import namedtuple
 from pathlib import Path
 
 import pytest
+import torch
 
 from builder import config
 from builder.tasks import load_suite
@@ -135,13 +136,12 @@ def test_a_mount_table_that_cannot_be_read_leaves_the_byte_bound(monkeypatch):
 
 @pytest.fixture
 def written(monkeypatch):
-    """Like `computed`, with references a candidate could be judged from: an outputs index and its one file."""
+    """Like `computed`, with references a candidate is judged from: real output files, read as the judge reads
+    them (`tensor_files.read`: a file with a second link is refused)."""
     tasks: list[str] = []
 
     def fake_compute(task, options, directory, cancel=None):
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / tensor_files.INDEX).write_text('["trial0"]')
-        (directory / "trial0.safetensors").write_bytes(task.id.encode() * 100)
+        tensor_files.write_dir(directory, {"trial0": torch.full((4, 4), float(len(tasks)))})
         tasks.append(task.id)
         outputs = tensor_files.OutputsDir(directory, config.REFERENCE_FILE_MAX_BYTES, keep_loaded=False)
         return CleanReference(outputs=outputs, manifest={"task": task.id})
@@ -150,22 +150,31 @@ def written(monkeypatch):
     return tasks
 
 
+def judged_value(reference: CleanReference) -> torch.Tensor:
+    value = reference.outputs.get("trial0")
+    assert not isinstance(value, str), value  # a description: the judge would fail every candidate on it
+    return value[0].tensor
+
+
 def test_an_engine_adopts_the_reference_another_shares_and_computes_none(written, tasks, options):
     giver, taker = ReferenceCache(), ReferenceCache()
+    giver.get(tasks[1], options)
     giver.get(tasks[0], options)
     offer = giver.share(tasks[0], options)
     assert offer is not None and Path(offer["directory"]).name.startswith(config.REFERENCE_SHARE_PREFIX)
     assert taker.adopt(tasks[0], options, offer)
-    giver.close()
-    shutil.rmtree(offer["directory"])  # the builder's part once the stream ends: the taker's files are its own
+    assert not Path(offer["directory"]).exists()  # moved into the taker's cache
     reference = taker.get(tasks[0], options)
-    assert written == [tasks[0].id]  # computed by the giver alone
+    assert written == [tasks[1].id, tasks[0].id]  # computed by the giver alone
     assert (taker.adopted, taker.computed) == (1, 0)
     assert reference.manifest == {"task": tasks[0].id}
     assert reference.outputs.directory.parent == taker.root
-    assert (reference.outputs.directory / "trial0.safetensors").read_bytes() == tasks[0].id.encode() * 100
-    assert reference.file_bytes == len(tasks[0].id) * 100 + len('["trial0"]')
-    assert not taker.adopt(tasks[0], options, offer)  # held already
+    assert torch.equal(judged_value(reference), torch.full((4, 4), 1.0))
+    assert torch.equal(judged_value(giver.get(tasks[0], options)), torch.full((4, 4), 1.0))  # the giver's own
+    giver.close()
+    assert torch.equal(judged_value(reference), torch.full((4, 4), 1.0))  # the taker's files are its own
+    assert reference.file_bytes == sum(f.stat().st_size for f in reference.outputs.directory.iterdir())
+    assert not taker.adopt(tasks[0], options, giver.share(tasks[0], options) or offer)  # held already
     taker.close()
 
 
@@ -183,8 +192,10 @@ def test_a_reference_under_another_key_is_computed_not_adopted(written, tasks, o
     shutil.rmtree(offer["directory"])
 
 
-@pytest.mark.parametrize("change", ["added", "shortened", "gone"])
-def test_shared_files_other_than_those_shared_leave_the_reference_to_be_computed(written, tasks, options, change):
+@pytest.mark.parametrize("change", ["added", "shortened", "gone", "elsewhere"])
+def test_shared_files_other_than_those_shared_leave_the_reference_to_be_computed(
+    written, tasks, options, change, tmp_path
+):
     giver, taker = ReferenceCache(), ReferenceCache()
     giver.get(tasks[0], options)
     offer = giver.share(tasks[0], options)
@@ -193,12 +204,15 @@ def test_shared_files_other_than_those_shared_leave_the_reference_to_be_computed
         (shared / "probe.safetensors").write_bytes(b"\0")
     elif change == "shortened":
         (shared / "trial0.safetensors").write_bytes(b"\0")
-    else:
+    elif change == "gone":
         shutil.rmtree(shared)  # the stream ended before the pair reached the taker
+    else:
+        offer = {**offer, "directory": str(tmp_path)}  # not a directory `share` made
     assert not taker.adopt(tasks[0], options, offer)
-    assert not any(taker.root.iterdir())  # nothing half-linked is left behind
+    assert not any(taker.root.iterdir())  # nothing half-moved is left behind
     taker.get(tasks[0], options)
     assert (taker.adopted, taker.computed) == (0, 1)
+    assert tmp_path.is_dir()
     for cache in (giver, taker):
         cache.close()
     shutil.rmtree(shared, ignore_errors=True)
