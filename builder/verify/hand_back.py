@@ -13,9 +13,9 @@ So:
   back pairs no worker of its has taken (`UnstartedWork.take_back`): half its surplus, if that is at least
   `ENGINE_HAND_BACK_MIN_PAIRS`, of as few tasks as it can. Their builds are done: the taker's build of the same
   source is a cache hit in the shared build directory. Their tasks' clean references go with them where the giver
-  has them (`ReferenceCache.share`): the taker moves a copy of the files into its own cache where its key is the same (the
-  same GPU model, torch, seeds and tolerances) rather than run a reference child, seconds of it; its baselines
-  are the giver's too, through the shared baseline directory.
+  has them (`ReferenceCache.share`): the taker moves a copy of the files into its own cache where its key is the
+  same (the same GPU model, torch, seeds and tolerances) rather than run a reference child, seconds of it; its
+  baselines are the giver's too, through the shared baseline directory.
 - A pair is pending with exactly one engine at any time: the giver removes it from its queue before it says so,
   and the builder moves it to the taker only then. An engine that dies first leaves it a `crash` record, as any
   pending pair.
@@ -50,8 +50,8 @@ class UnstartedWork(queue.Queue):
 
     def take_back(self, count: int, eligible: Callable[[Any], bool], group: Callable[[Any], Any]) -> list[Any]:
         """Remove and return up to `count` eligible items, those of the group with the most first (each task is one
-        more reference and baseline for the taker to load, or to make where it cannot adopt them), the last queued first within a group. Under the queue's own
-        lock: an item goes either to a worker or back, never both."""
+        more reference and baseline for the taker to load, or to make where it cannot adopt them), the last queued
+        first within a group. Under the queue's own lock: an item goes either to a worker or back, never both."""
         with self.mutex:
             groups: dict[Any, list[Any]] = {}
             for item in reversed(self.queue):
