@@ -239,6 +239,32 @@ def test_an_engine_out_of_pairs_takes_over_pairs_the_other_has_not_begun(tmp_pat
     assert_no_engine_left()
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_pairs_handed_back_are_judged_from_the_givers_reference_as_the_giver_would(tmp_path, caplog, monkeypatch):
+    # The slow task's last pairs are correct kernels: a hand-back takes the last queued first, so the taker judges
+    # them from the reference the giver shared. A reference the taker could not read fails them.
+    monkeypatch.setattr(config, "ENGINE_HAND_BACK_MIN_PAIRS", 1)
+    slow, quick, options = slow_and_quick_tasks(tmp_path)
+    options = replace(options, timeout_s=20)  # room for a correct kernel's checks and timing on a loaded CPU
+    correct = fixture_pairs(["correct_uses_torch_ops.py"] * 2)
+    slow = slow[:2] + [(replace(c, kernel_name=f"correct-{i}"), t) for i, (c, t) in enumerate(correct)]
+    pairs = [pair for both in zip(slow, quick[:4], strict=True) for pair in both]
+    caplog.set_level(logging.DEBUG, logger=device_engines.__name__)
+    caplog.set_level(logging.DEBUG, logger="builder.verify.engine")
+    records = {r.kernel_name: r for r in Verifier(options).stream(pairs)}
+    assert sorted(records) == sorted(c.kernel_name for c, _ in pairs)
+    assert [records[f"correct-{i}"].status for i in range(2)] == ["correct", "correct"], [
+        records[f"correct-{i}"].error for i in range(2)]  # fmt: skip
+    handed = [r.getMessage() for r in caplog.records if " handed back " in r.getMessage()]
+    assert handed, "no pair was handed back"
+    giver = int(handed[0].split()[1])
+    totals = {r.processName: json.loads(r.getMessage().removeprefix("engine totals: ")) for r in caplog.records
+              if r.getMessage().startswith("engine totals: ")}  # fmt: skip
+    assert totals[f"engine-{1 - giver}"]["references_adopted"] == 1
+    assert_no_engine_left()
+
+
 class KillOnHandBack(logging.Handler):
     """At the first hand-back the builder logs, SIGKILL the engine with the most children (one still at work)."""
 
