@@ -104,6 +104,7 @@ class ReferenceCache:
                     self._entries.move_to_end(key)
                     return self._entries[key]
             directory = self.root / key[:24]
+            milestones.mark("first_reference_started")  # against first_window_received: when the first one began
             try:
                 reference = compute_clean_reference(task, options, directory, cancel)
             finally:

@@ -1,7 +1,8 @@
 """When a verifier's start reached each of its milestones: the throughput bench's view of where the seconds before
-the first record go (an engine process's interpreter and imports, its zygote, its first clean reference, its first
-evaluation child, its first record). Times are `time.monotonic()`, one clock for every process of the machine, so
-the bench lines up an engine's milestones with its own start. Only the first time of each milestone is kept."""
+the first record go (an engine process's interpreter and imports, its zygote, its first clean reference begun and
+ready, its first evaluation child, its first record). Times are `time.monotonic()`, one clock for every process of
+the machine, so the bench lines up an engine's milestones with its own start. Only the first time of each milestone
+is kept."""
 
 from __future__ import annotations
 

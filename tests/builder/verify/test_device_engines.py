@@ -262,6 +262,8 @@ def test_pairs_handed_back_are_judged_from_the_givers_reference_as_the_giver_wou
     totals = {r.processName: json.loads(r.getMessage().removeprefix("engine totals: ")) for r in caplog.records
               if r.getMessage().startswith("engine totals: ")}  # fmt: skip
     assert totals[f"engine-{1 - giver}"]["references_adopted"] == 1
+    for engine in totals.values():  # each computed its own task's reference: begun, then ready
+        assert engine["milestones"]["first_reference_started"] <= engine["milestones"]["first_reference_ready"]
     assert_no_engine_left()
 
 
