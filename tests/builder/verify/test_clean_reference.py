@@ -171,10 +171,12 @@ def test_an_engine_adopts_the_reference_another_shares_and_computes_none(written
     assert reference.outputs.directory.parent == taker.root
     assert torch.equal(judged_value(reference), torch.full((4, 4), 1.0))
     assert torch.equal(judged_value(giver.get(tasks[0], options)), torch.full((4, 4), 1.0))  # the giver's own
+    again = giver.share(tasks[0], options)
+    assert not taker.adopt(tasks[0], options, again) and Path(again["directory"]).is_dir()  # held already: not moved
+    shutil.rmtree(again["directory"])
     giver.close()
     assert torch.equal(judged_value(reference), torch.full((4, 4), 1.0))  # the taker's files are its own
     assert reference.file_bytes == sum(f.stat().st_size for f in reference.outputs.directory.iterdir())
-    assert not taker.adopt(tasks[0], options, giver.share(tasks[0], options) or offer)  # held already
     taker.close()
 
 
