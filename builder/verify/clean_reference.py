@@ -58,6 +58,17 @@ class CleanReference:
         return 2 * per_call + config.OUTPUTS_FILE_SLACK_BYTES
 
 
+@dataclass(frozen=True)
+class SharedReference:
+    """A clean reference one engine shares with another of the same build (`ReferenceCache.share`): its cache key,
+    the directory holding a copy of its files (names and sizes in `files`), and its manifest."""
+
+    key: str
+    directory: str
+    files: dict[str, int]
+    manifest: dict[str, Any]
+
+
 class ReferenceCache:
     """Clean references of the tasks in use, computed once each (per build: the seeds are the build's).
 
@@ -156,7 +167,7 @@ class ReferenceCache:
             with self._lock:
                 self._warming.discard(key)
 
-    def share(self, task: Task, options: VerifyOptions) -> dict[str, Any] | None:
+    def share(self, task: Task, options: VerifyOptions) -> SharedReference | None:
         """The task's reference, ready here, for one other engine of the same build to `adopt`: a copy of its
         files in a new directory beside this cache's (it outlives this cache; whoever passes the offer on removes
         it once the stream ends, unless the taker moved it into its own cache), its key and manifest. Copies, not
@@ -174,15 +185,15 @@ class ReferenceCache:
             shutil.rmtree(directory, ignore_errors=True)
             log.debug("reference of task %s not shared: %s", task.id, exc)
             return None
-        return {"key": key, "directory": str(directory), "files": files, "manifest": reference.manifest}
+        return SharedReference(key=key, directory=str(directory), files=files, manifest=reference.manifest)
 
-    def adopt(self, task: Task, options: VerifyOptions, offer: dict[str, Any]) -> bool:
+    def adopt(self, task: Task, options: VerifyOptions, offer: SharedReference) -> bool:
         """Take the task's reference from another engine's `share` instead of running the reference child: only
         for this cache's own key (the same task, GPU model, torch, seeds and tolerances), while it holds none
         and computes none. The shared directory is moved into this cache's and read as a reference computed
         here would be; files other than those shared leave the reference to be computed here."""
         key = self.key(task, options)
-        if not isinstance(offer, dict) or offer.get("key") != key:
+        if not isinstance(offer, SharedReference) or offer.key != key:
             return False
         with self._lock:
             lock = self._locks.setdefault(key, threading.Lock())
@@ -195,19 +206,19 @@ class ReferenceCache:
             directory = self.root / key[:24]
             shutil.rmtree(directory, ignore_errors=True)
             try:
-                shared = Path(offer["directory"])
+                shared = Path(offer.directory)
                 if shared.is_symlink() or not shared.name.startswith(config.REFERENCE_SHARE_PREFIX):
                     raise OSError(f"{shared} is no shared reference")
                 shutil.move(shared, directory)  # a rename on one filesystem: each file keeps its single link
                 files = {path.name: path.lstat().st_size for path in directory.iterdir()}
-                if files != offer.get("files"):
-                    raise tensor_files.OutputFileError(f"files {files}, where {offer.get('files')} were shared")
+                if files != offer.files:
+                    raise tensor_files.OutputFileError(f"files {files}, where {offer.files} were shared")
                 outputs = tensor_files.OutputsDir(directory, config.REFERENCE_FILE_MAX_BYTES, keep_loaded=False)
-            except (OSError, KeyError, TypeError, tensor_files.OutputFileError) as exc:
+            except (OSError, tensor_files.OutputFileError) as exc:
                 shutil.rmtree(directory, ignore_errors=True)
                 log.debug("reference of task %s not adopted: %s", task.id, exc)
                 return False
-            reference = CleanReference(outputs=outputs, manifest=dict(offer["manifest"]))
+            reference = CleanReference(outputs=outputs, manifest=dict(offer.manifest))
             weakref.finalize(reference, shutil.rmtree, str(directory), True)  # the files live as long as it does
             reference.owner, reference.file_bytes = self, sum(files.values())
             self.adopted += 1

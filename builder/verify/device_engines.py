@@ -45,6 +45,7 @@ from builder.verify.routing import Router, balanced
 if TYPE_CHECKING:
     from builder.candidates import Candidate
     from builder.tasks import Task
+    from builder.verify.clean_reference import SharedReference
     from builder.verify.engine import VerifyOptions
     from schemas import KernelRecord
 
@@ -140,7 +141,7 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
     balance = threading.Condition()  # notified whenever an engine's pending pairs change or it ends
     slack = max(1, options.batch_size)  # while input is left to read; none for its last pairs
     workers = options.workers_per_device()  # each engine's: it has one device
-    offers: dict[str, dict[str, Any]] = {}  # task id -> the clean reference shared with its handed-back pairs
+    offers: dict[str, SharedReference] = {}  # task id -> the clean reference shared with its handed-back pairs
     shared_directories: list[str] = []
     offers_lock = threading.Lock()
 
@@ -219,20 +220,20 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
         except BaseException as exc:  # noqa: BLE001 - the input raised: surfaced in the caller's thread
             records.put(exc)
 
-    def offer_for(pair: tuple[Candidate, Task]) -> dict[str, Any] | None:
+    def offer_for(pair: tuple[Candidate, Task]) -> SharedReference | None:
         """The reference an engine that handed back pairs of this pair's task shared, sent with the first of them
         handed out (its taker moves the files into its own cache, where its key is the same, rather than run the
         reference child again); an engine sent a later one makes its own."""
         with offers_lock:
             return offers.pop(pair[1].id, None)
 
-    def handed_back(engine: _Engine, returned: list[int], shared: dict[str, dict[str, Any]]) -> None:
+    def handed_back(engine: _Engine, returned: list[int], shared: dict[str, SharedReference]) -> None:
         """Pairs the engine removed from its stream, unbegun: waiting again, first in line, for any engine; and
         the references it shared of their tasks (their directories are removed once the stream ends)."""
         with offers_lock:
             for task_id, offer in shared.items():
                 offers[task_id] = offer
-                shared_directories.append(str(offer.get("directory", "")))
+                shared_directories.append(offer.directory)
         with engine.pending_lock:
             pairs_back = [engine.pending.pop(sequence) for sequence in returned if sequence in engine.pending]
             engine.handing_back = False

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import shutil
 from collections import namedtuple
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -161,9 +162,9 @@ def test_an_engine_adopts_the_reference_another_shares_and_computes_none(written
     giver.get(tasks[1], options)
     giver.get(tasks[0], options)
     offer = giver.share(tasks[0], options)
-    assert offer is not None and Path(offer["directory"]).name.startswith(config.REFERENCE_SHARE_PREFIX)
+    assert offer is not None and Path(offer.directory).name.startswith(config.REFERENCE_SHARE_PREFIX)
     assert taker.adopt(tasks[0], options, offer)
-    assert not Path(offer["directory"]).exists()  # moved into the taker's cache
+    assert not Path(offer.directory).exists()  # moved into the taker's cache
     reference = taker.get(tasks[0], options)
     assert written == [tasks[1].id, tasks[0].id]  # computed by the giver alone
     assert (taker.adopted, taker.computed) == (1, 0)
@@ -172,8 +173,8 @@ def test_an_engine_adopts_the_reference_another_shares_and_computes_none(written
     assert torch.equal(judged_value(reference), torch.full((4, 4), 1.0))
     assert torch.equal(judged_value(giver.get(tasks[0], options)), torch.full((4, 4), 1.0))  # the giver's own
     again = giver.share(tasks[0], options)
-    assert not taker.adopt(tasks[0], options, again) and Path(again["directory"]).is_dir()  # held already: not moved
-    shutil.rmtree(again["directory"])
+    assert not taker.adopt(tasks[0], options, again) and Path(again.directory).is_dir()  # held already: not moved
+    shutil.rmtree(again.directory)
     giver.close()
     assert torch.equal(judged_value(reference), torch.full((4, 4), 1.0))  # the taker's files are its own
     assert reference.file_bytes == sum(f.stat().st_size for f in reference.outputs.directory.iterdir())
@@ -191,7 +192,7 @@ def test_a_reference_under_another_key_is_computed_not_adopted(written, tasks, o
     assert written == [tasks[0].id, tasks[0].id]
     for cache in (giver, taker):
         cache.close()
-    shutil.rmtree(offer["directory"])
+    shutil.rmtree(offer.directory)
 
 
 @pytest.mark.parametrize("change", ["added", "shortened", "gone", "elsewhere"])
@@ -201,7 +202,7 @@ def test_shared_files_other_than_those_shared_leave_the_reference_to_be_computed
     giver, taker = ReferenceCache(), ReferenceCache()
     giver.get(tasks[0], options)
     offer = giver.share(tasks[0], options)
-    shared = Path(offer["directory"])
+    shared = Path(offer.directory)
     if change == "added":
         (shared / "probe.safetensors").write_bytes(b"\0")
     elif change == "shortened":
@@ -209,7 +210,7 @@ def test_shared_files_other_than_those_shared_leave_the_reference_to_be_computed
     elif change == "gone":
         shutil.rmtree(shared)  # the stream ended before the pair reached the taker
     else:
-        offer = {**offer, "directory": str(tmp_path)}  # not a directory `share` made
+        offer = replace(offer, directory=str(tmp_path))  # not a directory `share` made
     assert not taker.adopt(tasks[0], options, offer)
     assert not any(taker.root.iterdir())  # nothing half-moved is left behind
     taker.get(tasks[0], options)
