@@ -269,6 +269,14 @@ class Verifier:
             finally:
                 room.release()
 
+        def prewarm(pair: tuple[Candidate, Task]) -> None:
+            """Start the task's clean reference and baseline as its first pair is read, not once the window is:
+            the first evaluations wait for the reference, and the window's builds are not begun before then."""
+            task = pair[1]
+            if self.options.backend == "cuda":  # the device idles through the first compiles
+                self.references.prewarm(task, self.options, reference_warmers, cancel=stop)
+            self.baselines.prewarm(task, self.options, warmers, stop, self.references.first_ended)
+
         def produce() -> None:
             compiling: list[threading.Thread] = []
             try:
@@ -279,16 +287,12 @@ class Verifier:
                     for number in itertools.count():
                         while not stop.is_set() and not room.acquire(timeout=0.5):
                             continue
-                        if stop.is_set() or (window := read_window(source, window_size)) is None:
+                        if stop.is_set() or (window := read_window(source, window_size, prewarm)) is None:
                             break
                         if not window:  # an engine's input closed a window it had not begun
                             room.release()
                             continue
                         milestones.mark("first_window_received")
-                        for _, task in window:
-                            if self.options.backend == "cuda":  # the device idles through the first compiles
-                                self.references.prewarm(task, self.options, reference_warmers, cancel=stop)
-                            self.baselines.prewarm(task, self.options, warmers, stop, self.references.first_ended)
                         thread = threading.Thread(target=compile_window, args=(window, number, builds, room),
                                                   daemon=True, name=f"ka-window-{number}")  # fmt: skip
                         thread.start()

@@ -224,6 +224,24 @@ def test_stream_verifies_every_pair_and_cleans_up(task, options):
     assert fake_children() == []
 
 
+def test_a_tasks_baseline_and_reference_start_as_its_first_pair_is_read_not_once_the_window_is(task, options,
+                                                                                                monkeypatch):
+    """An engine's input comes a pair a request (a window of them took 1.3 s on two H200s), and the first
+    evaluations wait for the task's clean reference: it starts as soon as the task's first pair is read."""
+    other = load_suite().get("1/2")
+    read, started = [], {}
+    monkeypatch.setattr(BaselineCache, "prewarm", lambda self, t, *a, **k: started.setdefault(t.id, len(read)))
+
+    def pairs():
+        for i, pair_task in enumerate([task, task, other, task]):
+            read.append(i)
+            yield candidate(pair_task, {"status": "incorrect", "max_diff": 1.0}, f"k{i}"), pair_task
+
+    records = list(Verifier(replace(options, batch_size=4, compile_workers=1)).stream(pairs()))
+    assert len(records) == 4
+    assert started == {task.id: 1, other.id: 3}  # each at its first pair, in a window of four
+
+
 def test_verdict_helpers():
     assert verdict.final_status("correct", {"side_stream"}) == "incorrect"
     assert verdict.final_status("crash", {"side_stream"}) == "crash"

@@ -20,6 +20,21 @@ def test_a_window_ends_at_its_size_at_a_window_end_or_at_the_inputs_end():
     assert read_window(source, 5) is None
 
 
+def test_each_item_of_a_window_is_seen_before_the_next_is_read():
+    seen: list = []
+
+    def source():
+        for item in (1, 2, WINDOW_END, 3):
+            yield item
+            if item is not WINDOW_END:
+                assert seen[-1] == item  # seen as it came, not once the window was full
+
+    items = source()
+    assert read_window(items, 5, seen.append) == [1, 2]
+    assert read_window(items, 5, seen.append) == [3]
+    assert seen == [1, 2, 3]  # a window's end is not an item
+
+
 def queued(*items) -> UnstartedWork:
     work = UnstartedWork(maxsize=len(items))
     for item in items:
