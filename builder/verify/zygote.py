@@ -99,43 +99,50 @@ def fork_problem(fd_dir: str | os.PathLike = "/proc/self/fd") -> str | None:
 
 def join_sandbox(sandbox_pid: int, cwd: str) -> None:
     """Enter the namespaces and the root of the sandbox that `sandbox_pid` runs in (the PID namespace applies to
-    the next fork). Raises OSError where it cannot, or where that process is in no sandbox of its own."""
-    root = os.open(f"/proc/{sandbox_pid}/root", os.O_RDONLY | os.O_DIRECTORY)
-    joining = {}
-    for name, _ in NAMESPACES:  # every handle opened first: /proc is another once in the mount namespace
-        target = f"/proc/{sandbox_pid}/ns/{name}"
-        if os.path.exists(target) and os.readlink(target) != os.readlink(f"/proc/self/ns/{name}"):
-            joining[name] = os.open(target, os.O_RDONLY)
-    missing = REQUIRED_NAMESPACES - set(joining)
-    if missing:
-        raise OSError(0, f"process {sandbox_pid} shares this process's {', '.join(sorted(missing))} namespace")
-    # bwrap started by another user than root makes a user namespace that owns the others and, inside it, the one
-    # its child runs in: the outermost is joined first (it gives the rights over the others), the innermost last.
-    users = _user_namespaces_from_ours(joining.pop("user")) if "user" in joining else []
-    for handle in users[:1]:
-        _check(_libc.setns(handle, _FLAGS["user"]), "setns(user)")
-    for name, handle in joining.items():
-        _check(_libc.setns(handle, _FLAGS[name]), f"setns({name})")
-    for handle in users[1:]:
-        _check(_libc.setns(handle, _FLAGS["user"]), "setns(user)")
-    for handle in [*joining.values(), *users]:
-        os.close(handle)
-    # setns puts the root at the namespace's root mount, which bwrap's pivot_root made the sandbox's root; the
-    # holder's own root is taken as well (as nsenter --root does), whatever a later bwrap does there.
-    os.fchdir(root)
-    os.chroot(".")
-    os.close(root)
-    os.chdir(cwd)
+    the next fork). Raises OSError where it cannot, or where that process is in no sandbox of its own; joined or
+    not, it leaves none of the handles it opened."""
+    handles: list[int] = []
+    try:
+        root = os.open(f"/proc/{sandbox_pid}/root", os.O_RDONLY | os.O_DIRECTORY)
+        handles.append(root)
+        joining = {}
+        for name, _ in NAMESPACES:  # every handle opened first: /proc is another once in the mount namespace
+            target = f"/proc/{sandbox_pid}/ns/{name}"
+            if os.path.exists(target) and os.readlink(target) != os.readlink(f"/proc/self/ns/{name}"):
+                joining[name] = os.open(target, os.O_RDONLY)
+                handles.append(joining[name])
+        missing = REQUIRED_NAMESPACES - set(joining)
+        if missing:
+            raise OSError(0, f"process {sandbox_pid} shares this process's {', '.join(sorted(missing))} namespace")
+        # bwrap started by another user than root makes a user namespace that owns the others and, inside it, the
+        # one its child runs in: the outermost is joined first (it gives the rights over the others), the innermost
+        # last.
+        users = _user_namespaces_from_ours(joining.pop("user"), handles) if "user" in joining else []
+        for handle in users[:1]:
+            _check(_libc.setns(handle, _FLAGS["user"]), "setns(user)")
+        for name, handle in joining.items():
+            _check(_libc.setns(handle, _FLAGS[name]), f"setns({name})")
+        for handle in users[1:]:
+            _check(_libc.setns(handle, _FLAGS["user"]), "setns(user)")
+        # setns puts the root at the namespace's root mount, which bwrap's pivot_root made the sandbox's root; the
+        # holder's own root is taken as well (as nsenter --root does), whatever a later bwrap does there.
+        os.fchdir(root)
+        os.chroot(".")
+        os.chdir(cwd)
+    finally:
+        for handle in handles:
+            os.close(handle)
 
 
-def _user_namespaces_from_ours(innermost: int) -> list[int]:
-    """Handles on the user namespaces between this process's (left out) and `innermost`, outermost first."""
+def _user_namespaces_from_ours(innermost: int, handles: list[int]) -> list[int]:
+    """Handles on the user namespaces between this process's (left out) and `innermost`, outermost first; each it
+    opens is added to `handles`, for the caller to close."""
     own = os.stat("/proc/self/ns/user").st_ino
     chain = [innermost]
     while len(chain) <= MAX_USER_NAMESPACE_DEPTH:
         parent = fcntl.ioctl(chain[-1], _NS_GET_PARENT)
+        handles.append(parent)
         if os.fstat(parent).st_ino == own:
-            os.close(parent)
             return chain[::-1]
         chain.append(parent)
     raise OSError(0, "the sandbox's user namespace is not below this process's")

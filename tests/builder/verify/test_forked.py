@@ -185,6 +185,14 @@ def test_a_process_in_no_sandbox_of_its_own_cannot_be_joined():
         zygote.join_sandbox(os.getpid(), "/")
 
 
+def test_a_refused_join_leaves_no_handle_open():
+    opened = set(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        with pytest.raises(OSError):
+            zygote.join_sandbox(os.getpid(), "/")
+    assert set(os.listdir("/proc/self/fd")) == opened
+
+
 def test_fork_problem_names_an_initialised_gpu_driver(tmp_path):
     fds = tmp_path / "fd"
     fds.mkdir()
