@@ -271,7 +271,7 @@ class Verifier:
 
         def prewarm(pair: tuple[Candidate, Task]) -> None:
             """Start the task's clean reference and baseline as its first pair is read, not once the window is:
-            the first evaluations wait for the reference, and the window's builds are not begun before then."""
+            the first evaluations wait for the reference, and an engine's window of pairs takes seconds to read."""
             task = pair[1]
             if self.options.backend == "cuda":  # the device idles through the first compiles
                 self.references.prewarm(task, self.options, reference_warmers, cancel=stop)

@@ -225,7 +225,7 @@ def test_stream_verifies_every_pair_and_cleans_up(task, options):
 
 
 def test_a_tasks_reference_and_baseline_start_at_its_first_pair_not_at_its_windows_end(task, options, monkeypatch):
-    """An engine's input comes a pair a request (a window of them took 1.3 s on two H200s), and the first
+    """An engine's input comes a pair a request (a window of them took 1.3-3.0 s on two H200s), and the first
     evaluations wait for the task's clean reference: it starts as soon as the task's first pair is read."""
     other = load_suite().get("1/2")
     read, started = [], {}
