@@ -120,17 +120,21 @@ class ReferenceCache:
                 reference = compute_clean_reference(task, options, directory, cancel)
             finally:
                 self.first_ended.set()
-            weakref.finalize(reference, shutil.rmtree, str(directory), True)  # the files live as long as it does
-            reference.owner = self
             self.computed += 1
             self.compute_s += reference.compute_s
             self.ready_at.append(time.monotonic())
             milestones.mark("first_reference_ready")
-            reference.file_bytes = _bytes_under(directory)
-            with self._lock:
-                self._entries[key] = reference
-                self._evict()
-            return reference
+            return self._hold(key, reference, directory, _bytes_under(directory))
+
+    def _hold(self, key: str, reference: CleanReference, directory: Path, file_bytes: int) -> CleanReference:
+        """Keep a reference whose files are in `directory` (computed here, or adopted): the files live as long as
+        it does, and it counts against the cache's bounds."""
+        weakref.finalize(reference, shutil.rmtree, str(directory), True)
+        reference.owner, reference.file_bytes = self, file_bytes
+        with self._lock:
+            self._entries[key] = reference
+            self._evict()
+        return reference
 
     def _evict(self) -> None:
         """Drop the least recently used while a bound is passed (under the lock). A dropped one's files go once
@@ -218,13 +222,9 @@ class ReferenceCache:
                 shutil.rmtree(directory, ignore_errors=True)
                 log.debug("reference of task %s not adopted: %s", task.id, exc)
                 return False
-            reference = CleanReference(outputs=outputs, manifest=dict(offer.manifest))
-            weakref.finalize(reference, shutil.rmtree, str(directory), True)  # the files live as long as it does
-            reference.owner, reference.file_bytes = self, sum(files.values())
             self.adopted += 1
-            with self._lock:
-                self._entries[key] = reference
-                self._evict()
+            self._hold(key, CleanReference(outputs=outputs, manifest=dict(offer.manifest)), directory,
+                       sum(files.values()))  # fmt: skip
             self.first_ended.set()
             return True
         finally:

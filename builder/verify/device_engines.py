@@ -262,7 +262,7 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
                     records.put(record)
                     made += 1
                 elif kind == "handed_back":
-                    handed_back(engine, body[0], body[1] if len(body) > 1 and isinstance(body[1], dict) else {})
+                    handed_back(engine, *body)
                 elif kind == "log":
                     replay_log(body[0], f"engine-{engine.index}")
                 elif kind == "error":

@@ -114,11 +114,11 @@ def _engine_main(connection: Connection) -> int:
             if item == "window_end":
                 yield WINDOW_END
                 continue
-            sequence, candidate, task, *offer = item
+            sequence, candidate, task, offer = item
             key = _key(candidate.task_id, candidate.kernel_id, candidate.kernel_name)
             sequences.setdefault(key, deque()).append(sequence)
-            if offer and offer[0]:  # the task's reference, shared by the engine that handed its pairs back
-                verifier.references.adopt(task, verifier.options, offer[0])
+            if offer is not None:  # the task's reference, shared by the engine that handed its pairs back
+                verifier.references.adopt(task, verifier.options, offer)
             yield candidate, task
 
     def hand_back(count: int) -> None:
