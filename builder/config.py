@@ -53,6 +53,23 @@ EAGER_CROSSCHECK_TOLERANCE = 0.10  # in-window eager vs the clean process's: pas
 L2_FLUSH_BYTES = 256 << 20  # larger than any Hopper L2 (50-60 MB)
 LAUNCH_SPIN_MIN_MS, LAUNCH_SPIN_MAX_MS = 0.05, 1.0  # the device spins 2x the host's launch before a timed call
 SUSPICIOUS_SPEEDUP = 10.0
+# The parent referees a candidate's timing window (referee.py): per timed call, its clock may hold beyond the claimed
+# times (lower quartile over half-blocks) at most what it holds for PyTorch eager in the same window, plus this share of the claimed median runtime,
+# this share of eager's unaccounted time, this many interquartile ranges of eager's unaccounted time over its
+# half-blocks (load from other processes) and a fixed slack per backend (the CPU's cache flush is a 64 MiB write whose
+# time varies by more than a GPU's whole harness). Past that: `timing_mismatch` (window_judge.py). The clock functions
+# themselves are fingerprinted (`tampers_verifier`): this check stands for what native code could hide from that.
+TIMING_ACCOUNT_SHARE = 0.5
+TIMING_ACCOUNT_OVERHEAD_SHARE = 0.25
+TIMING_ACCOUNT_NOISE_IQRS = 1.5
+TIMING_ACCOUNT_SLACK_MS = {"cuda": 0.02, "cpu": 0.3}
+TIMING_CLAIM_OVER_WALL, TIMING_CLAIM_SLACK_MS = 0.02, 0.05  # claimed times may not exceed the half-block's wall
+# Timed calls whose outputs the parent judges against a clean reference: (first, end, how many) over the window's
+# candidate calls, scaled to its timed_calls, picked in secret when the task's reference is computed.
+TIMED_SAMPLE_RANGES = ((0, 4, 1), (4, 20, 2), (20, 50, 2), (50, 100, 2))
+# In-window eager's fastest call slower than a clean process's median eager (re-measured) by more than this:
+# `slowed_baseline`.
+EAGER_SLOWED_TOLERANCE = 0.25
 SIDE_STREAM_TOLERANCE = 0.5  # relative gap between event and synchronized host time that flags side_stream
 
 # --- sandbox -----------------------------------------------------------------------------------

@@ -74,3 +74,23 @@ def _construct(module: ModuleType, seed: int) -> tuple[Any, list[Any]]:
     torch.manual_seed(seed)
     model = module.Model(*module.get_init_inputs())
     return model, list(module.get_inputs())
+
+
+def draw_inputs(module: ModuleType, seed: int, device: str = "cpu") -> list[Any]:
+    """Fresh inputs for one timed call: `get_inputs()` under `seed`, on `device` directly (as `instantiate` draws
+    them, with the same fallback to the host for a task that needs host tensors). The clean reference child draws
+    the same values for the calls whose outputs the parent judges."""
+    import torch
+
+    try:
+        with torch.device(device):
+            torch.manual_seed(seed)
+            inputs = list(module.get_inputs())
+    except torch.OutOfMemoryError:
+        raise
+    except Exception:  # noqa: BLE001 - the task's own code; it raises again below if the CPU cannot draw them
+        if device == "cpu":
+            raise
+        torch.manual_seed(seed)
+        inputs = list(module.get_inputs())
+    return [value.to(device) if isinstance(value, torch.Tensor) else value for value in inputs]

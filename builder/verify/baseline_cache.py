@@ -155,3 +155,18 @@ def eager_disagrees(result: dict[str, Any], baseline: dict[str, Any] | None) -> 
     if not isinstance(in_window, (int, float)) or not isinstance(clean, (int, float)) or clean <= 0:
         return False
     return abs(in_window / clean - 1.0) > config.EAGER_CROSSCHECK_TOLERANCE
+
+
+def eager_slowed_reason(result: dict[str, Any], baseline: dict[str, Any] | None) -> str | None:
+    """Why eager timed in the candidate's window cannot be the speedup's basis: even its fastest call was slower
+    than the clean process's median eager (measured again where the two first disagreed) by more than
+    config.EAGER_SLOWED_TOLERANCE. A candidate's process can slow every eager call in it (a global RecordFunction
+    callback, a busy thread); load from other processes comes and goes, and leaves the fastest call alone."""
+    window = result.get("eager_window") if isinstance(result.get("eager_window"), dict) else {}
+    fastest, clean = window.get("min_ms"), (baseline or {}).get("eager_ms")
+    if not isinstance(fastest, (int, float)) or not isinstance(clean, (int, float)) or clean <= 0:
+        return None
+    if fastest / clean - 1.0 <= config.EAGER_SLOWED_TOLERANCE:
+        return None
+    return (f"PyTorch eager took at least {fastest:.4g} ms a call in the candidate's process and {clean:.4g} ms "
+            f"(median) in a clean one: more than {config.EAGER_SLOWED_TOLERANCE:.0%} slower")

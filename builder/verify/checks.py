@@ -32,6 +32,7 @@ from builder.tasks import instantiate
 from builder.verify import op_census
 from builder.verify.compare import changed_positions, compare_outputs, flatten_outputs, snapshot, sync
 from builder.verify.poison import holds_poison, poison_free_memory
+from builder.verify.timing import plain_output_reason
 from builder.verify.reference import (
     ReferenceFailure,
     named_state,
@@ -116,7 +117,13 @@ def run_candidate(bound: BoundCandidate, inputs: list[Any], device: str, output_
         sync(device)
     except Exception as exc:  # noqa: BLE001 - untrusted code
         raise CandidateFailure(exception_text(exc)) from None
+    if reason := plain_output_reason(out):  # read later, such an output could still be running code
+        raise NotPlainOutput(reason)
     return out
+
+
+class NotPlainOutput(CandidateFailure):
+    """forward returned something other than plain torch.Tensor outputs (`lazy_output`)."""
 
 
 def restore_state(state: dict[str, Any], pristine: dict[str, Any]) -> None:
@@ -262,6 +269,8 @@ def run_candidate_side(binding: Any, task_module: Any, job: dict[str, Any], mani
                 run.outputs["probe"] = run_reference(model, inputs, device)
             except ReferenceFailure as exc:  # the clean child ran it: here it fails only if something changed it
                 run.outputs["probe"] = f"the reference raised here but not in the clean child: {exc}"
+    except NotPlainOutput as exc:
+        run.flag("lazy_output", str(exc))
     except CandidateFailure as exc:
         run.error, run.error_origin = str(exc), "candidate"
     steps.stop()

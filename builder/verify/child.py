@@ -33,6 +33,7 @@ from typing import Any
 from builder.verify import child_words
 
 CANDIDATE_MODULE_NAME = "ka_candidate_model_new"
+_GUARD: list[Any] = [None]  # the evaluation's VerifierGuard, for the last check before the result is written
 
 
 def load_extension_forward(library_path: str, module_name: str, symbol: str = "forward") -> Any:
@@ -149,7 +150,7 @@ def run_evaluate(job: dict[str, Any]) -> dict[str, Any]:
 def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
     from builder.verify import tamper, tensor_files
     from builder.verify.checks import exception_text, run_candidate_side
-    from builder.verify.timing import prepare_timing, time_prepared
+    from builder.verify.timing import prepare_timing
     from schemas import disqualifying_flags
 
     manifest = job.get("reference")
@@ -160,6 +161,7 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001
         return _failure("runtime_error", f"task failed to load: {exception_text(exc)}", "task")
     before = tamper.fingerprint(task_module)
+    guard = _GUARD[0] = tamper.VerifierGuard(job)
     phases.done("load_task_and_fingerprint")
     # The checks may share the device with other candidates' checks, never with a timing window; candidate code
     # loads only after the grant.
@@ -172,8 +174,16 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - untrusted module code runs on import
         return _failure("runtime_error", f"candidate failed to load: {exception_text(exc)}", "candidate")
     phases.done("load_candidate")
+    guard.check("after the candidate loaded")
     yield_point = child_words.YieldPoint(job)
-    run = run_candidate_side(binding, task_module, job, manifest, between_steps=yield_point)
+
+    def between_steps() -> None:
+        guard.maybe_check("between two steps of the checks")
+        yield_point()
+
+    run = run_candidate_side(binding, task_module, job, manifest, between_steps=between_steps)
+    if guard.check("after the checks"):
+        run.flag("tampers_verifier", guard.found or "")
     phases.done("checks")
     phases.seconds["checks_yielded_to_timing"] = round(yield_point.waited_s, 4)  # within "checks"
     phases.seconds.update(run.step_s)  # "checks" by kind of step, "checks_yielded_to_timing" not included
@@ -189,6 +199,11 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 - candidate code runs in bind and warm-up; reported if it is timed
             prepare_error = exception_text(exc)
         phases.done("prepare_timing")
+    # The checks' own findings travel with their outputs too, written by another writer than the result's: the
+    # parent keeps every flag either names.
+    claims = json.dumps({"flags": sorted(run.flags), "notes": run.notes,
+                         "own_kernel_fraction": run.census.get("own_kernel_fraction")}, default=str)  # fmt: skip
+    run.outputs["claims"] = _bytes_tensor(claims.encode())
     packed = tensor_files.pack_each(run.outputs)  # the last device work of the checks: copies to the host
     child_words.say(job, "checks_done_path", "done")  # the parent may end this child's shared hold: files are host
     phases.done("copy_outputs")
@@ -225,25 +240,40 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
         return result
     if "side_stream" in run.flags:
         return run.result()
-    try:
-        timed = time_prepared(prepared, job, device)
-        timed.pop("first_outputs", None)  # written before the window
-        phases.done("timing")
-    except Exception as exc:  # noqa: BLE001 - the candidate raised while being timed
-        result.update(status="runtime_error", error=f"while timing: {exception_text(exc)}", error_origin="candidate")
-        return result
+    _serve_refereed_window(job, prepared, guard)
+    phases.done("timing")
     # The timed calls are over and synchronised: the parent may give the device to the next window while this
     # process writes files and exits (it is stopped, as every member, while another owns the device).
     child_words.say(job, "timed_path", "timed")
-    if "error" in timed:  # outputs went stale across calls: a cached result
-        result.update(status="incorrect", error=timed["error"])
-        return result
     if changed := tamper.changes(before, tamper.fingerprint(task_module)):
         result["flags"] = sorted({*result["flags"], "tampers_reference"})
         result["flag_notes"].setdefault("tampers_reference", "while timing: " + "; ".join(changed))
-    result.update(timed)
-    phases.done("write_timed_outputs_and_fingerprint")
+    if guard.check("after the timing window"):
+        result["flags"] = sorted({*result["flags"], "tampers_verifier"})
+        result["flag_notes"].setdefault("tampers_verifier", guard.found)
+    phases.done("fingerprint_after_timing")
     return result
+
+
+def _bytes_tensor(data: bytes) -> Any:
+    import torch
+
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else torch.zeros(0, dtype=torch.uint8)
+
+
+def _serve_refereed_window(job: dict[str, Any], prepared: Any, guard: Any) -> None:
+    """The timing window, refereed by the parent through the FIFOs in `window_dir`: the figures are the parent's
+    (referee.py), so nothing about them goes into this process's result."""
+    from builder.verify.timing_window import serve_window
+    from builder.verify.window_protocol import FifoLink
+
+    if not job.get("window_dir"):
+        return
+    link = FifoLink.child_side(job["window_dir"])
+    try:
+        serve_window(link, prepared, job["window_dir"], between=lambda: guard.maybe_check("in the timing window"))
+    finally:
+        link.close()
 
 
 def run_ncu(job: dict[str, Any]) -> dict[str, Any]:
@@ -354,6 +384,8 @@ def main(argv: list[str] | None = None) -> int:
     if args[0] != "-":
         _prepare_process(init_cuda=job.get("backend") == "cuda", prime=job.get("mode", "evaluate") == "evaluate")
     result = run_job(job)
+    if _GUARD[0] is not None:
+        _GUARD[0].check("before the result was written")
     try:
         child_words.write_result(job["result_path"], result)
     except (OSError, KeyError, TypeError, ValueError) as exc:

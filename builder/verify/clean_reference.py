@@ -29,6 +29,8 @@ from builder.tasks import Task
 from builder.verify import environment, milestones, tensor_files
 from builder.verify.pool import build_job, run_in_turn
 from builder.verify.reference import public_manifest
+from builder.verify.referee import choose_timed_samples
+from builder.verify.timing import job_counts, timing_seeds
 from builder.verify.sandbox import SandboxCancelled
 
 if TYPE_CHECKING:
@@ -291,6 +293,7 @@ def compute_clean_reference(task: Task, options: VerifyOptions, directory: Path,
     try:
         job = build_job(task, None, None, options, "reference", scratch)
         job["outputs_dir"] = str(directory)
+        job["timed_samples"] = choose_timed_samples(job_counts(job)["timed_calls"], len(timing_seeds(job)))
         # Its GPU work shares the device with checks, never with a timing window.
         fork = config.FORK_REFERENCE_CHILDREN if options.fork_references is None else options.fork_references
         result, outcome = run_in_turn(job, scratch, options, config.REFERENCE_TIMEOUT_S, "reference", exclusive=False,

@@ -25,8 +25,12 @@ from builder import config
 from builder.verify import judge, tensor_files
 from builder.verify.clean_reference import CleanReference
 from builder.verify.device_gate import DeviceGate, device_gate, write_word, yield_words
+from builder.verify.referee import Referee, WindowReport
+from builder.verify.window_judge import WindowVerdict, judge_window
+from builder.verify.window_protocol import FifoLink
 from builder.verify.pool import PooledChild, run_child
 from builder.verify.sandbox import ChildOutcome, SandboxedProcess
+from schemas import disqualifying_flags
 
 if TYPE_CHECKING:
     from builder.verify.engine import VerifyOptions
@@ -44,6 +48,7 @@ class _Watcher(threading.Thread):
         self.done = threading.Event()
         self.wake = threading.Event()  # the child ended, or an owner waits: look now, whatever the back-off
         self.findings: judge.CheckFindings | None = None  # what the comparisons of the checks' outputs found
+        self.window: WindowReport | None = None  # what the parent saw of the timing window
         self.error: str | None = None
         self.process: SandboxedProcess | None = None
         self._shared = False
@@ -144,18 +149,23 @@ class _Watcher(threading.Thread):
             owns = self._granted(lambda: self.gate.acquire_exclusive(self.process, "timing", abort=self.done))
             verdict = "time" if owns else "stop"
             self.seconds["parent_wait_for_window"] = round(time.monotonic() - judged, 4)
+        link = FifoLink.parent_side(self.job["window_dir"]) if verdict == "time" else None  # open before "time"
         self._say("go_path", verdict)
-        if verdict == "time":
-            self._release_when_timed(Path(self.job["timed_path"]))
+        if link is not None:
+            self._referee(link)
 
-    def _release_when_timed(self, timed: Path) -> None:
-        """The child says its timed calls are over and synchronised: the next window need not wait while it
-        writes files and exits (stopped, as every member, while another owns the device)."""
-        while not self.done.wait(config.JUDGE_POLL_S):
-            if timed.exists():
-                assert self.process is not None
-                self.gate.release_exclusive(self.process)
-                return
+    def _referee(self, link: FifoLink) -> None:
+        """Run the child's timing window on this process's clock (referee.py). Once it has ended, the next window
+        need not wait while the child writes files and exits (stopped, as every member, while another owns the
+        device)."""
+        began = time.monotonic()
+        try:
+            self.window = Referee(link, self.job["window_dir"], self.reference.manifest, self.job, abort=self.done).run()
+        finally:
+            link.close()
+        self.seconds["parent_referee"] = round(time.monotonic() - began, 4)
+        assert self.process is not None
+        self.gate.release_exclusive(self.process)
 
     def _say(self, key: str, word: str) -> None:
         write_word(Path(self.job[key]), word)
@@ -194,6 +204,10 @@ def run_judged(job: dict[str, Any], scratch: Path, options: VerifyOptions, refer
     job["pause_path"] = str(scratch / "pause")  # pause.N / paused.N / resume.N: checks yielding to an owner
     job["timed_path"] = str(scratch / "timed")  # the child's timed calls are over: the window may end
     job["checks_done_path"] = str(scratch / "checks_done")  # the checks' device work is over: the shared hold ends
+    job["tampered_path"] = str(scratch / "tampered")  # the child's guard found the verifier changed (tamper.py)
+    job["window_dir"] = str(scratch / "window")  # the refereed timing window's FIFOs and revealed outputs
+    Path(job["window_dir"]).mkdir(exist_ok=True)
+    FifoLink.make(job["window_dir"])
     watcher = _Watcher(job, reference, device_gate(options.backend, options.device_index))
     try:
         result, outcome = run_child(job, scratch, options, options.timeout_s, pooled, on_start=watcher.attach)
@@ -211,8 +225,13 @@ def run_judged(job: dict[str, Any], scratch: Path, options: VerifyOptions, refer
             if result.get("status") != "correct":
                 return result, outcome  # it failed before writing outputs (raised on load, say)
             return {**result, "status": "incorrect", "error": f"the candidate's outputs: {exc}"}, outcome
+    for name in WINDOW_FIELDS:  # the child's own figures are never believed: the referee's replace them
+        result.pop(name, None)
+    result = weigh_claims(result, job, reference)
     judged = judge.apply_findings(result, findings)
-    if judged["status"] == "correct" and isinstance(result.get("runtime"), dict):
+    if judged["status"] == "correct":
+        judged = apply_window(judged, watcher.window, reference, job)
+    if judged["status"] == "correct" and isinstance(judged.get("runtime"), dict):
         error = _timing_error(job, reference)
         if error:
             judged.update(status="incorrect", error=error)
@@ -220,6 +239,82 @@ def run_judged(job: dict[str, Any], scratch: Path, options: VerifyOptions, refer
         for name in ("runtime", "eager_window", "speedup_blocks"):
             judged.pop(name, None)
     return judged, outcome
+
+
+WINDOW_FIELDS = ("runtime", "eager_window", "speedup_blocks", "timing_method")
+MAX_CLAIMS_BYTES, MAX_TAMPERED_BYTES = 1 << 16, 4000
+
+
+def weigh_claims(result: dict[str, Any], job: dict[str, Any], reference: CleanReference) -> dict[str, Any]:
+    """The child's result, with every flag its checks wrote beside their outputs (another writer than the result
+    file's) and `tampers_verifier` where its guard reported a change or the two disagree."""
+    result = dict(result)
+    flags = {f for f in result.get("flags") or [] if isinstance(f, str)} if isinstance(result.get("flags"), list) else set()
+    notes = dict(result.get("flag_notes")) if isinstance(result.get("flag_notes"), dict) else {}
+    found: list[str] = []
+    claims = _checks_claims(job, reference)
+    if claims is not None:
+        claimed = {f for f in claims.get("flags") or [] if isinstance(f, str)}
+        if claimed - flags:
+            found.append(f"the result file left out flags the checks found: {', '.join(sorted(claimed - flags))}")
+        flags |= claimed
+        for name, why in (claims.get("notes") or {}).items():
+            notes.setdefault(str(name), str(why))
+        if "own_kernel_fraction" in result and result.get("own_kernel_fraction") != claims.get("own_kernel_fraction"):
+            found.append("the result file's op census disagrees with the one written beside the checks' outputs")
+    tampered = Path(job.get("tampered_path") or "/nonexistent")
+    if tampered.is_file() and not tampered.is_symlink():
+        found.append("the verifier's code changed in the candidate's process, "
+                     + tampered.read_bytes()[:MAX_TAMPERED_BYTES].decode(errors="replace"))  # fmt: skip
+    if found:
+        flags.add("tampers_verifier")
+        notes.setdefault("tampers_verifier", "; ".join(found))
+    result.update(flags=sorted(flags), flag_notes=notes)
+    return result
+
+
+def _checks_claims(job: dict[str, Any], reference: CleanReference) -> dict[str, Any] | None:
+    """What the checks wrote beside their outputs (`claims`), or None where there is nothing readable."""
+    import json
+
+    try:
+        value = tensor_files.OutputsDir(job["outputs_dir"], reference.file_limit()).get("claims")
+    except tensor_files.OutputFileError:
+        return None
+    tensors = tensor_files.tensors_of(value) if isinstance(value, list) else None
+    if not tensors or tensors[0].numel() > MAX_CLAIMS_BYTES:
+        return None
+    try:
+        claims = json.loads(bytes(tensors[0].numpy().tobytes()))
+    except ValueError:
+        return None
+    return claims if isinstance(claims, dict) else None
+
+
+def apply_window(judged: dict[str, Any], window: WindowReport | None, reference: CleanReference,
+                 job: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """A correct kernel's result with the refereed window's figures, or disqualified by what the referee saw."""
+    device = "cuda" if job.get("backend") == "cuda" else "cpu"
+    if window is None:
+        verdict = WindowVerdict(flags={"timing_mismatch": "the timing window was not refereed"})
+    else:
+        verdict = judge_window(window, reference.outputs, device, *_tolerance(job))
+    judged = dict(judged)
+    if verdict.runtime_error:
+        judged.update(status="runtime_error", error=verdict.runtime_error, error_origin="candidate")
+        return judged
+    flags, notes = set(judged.get("flags") or []), dict(judged.get("flag_notes") or {})
+    for name, why in verdict.flags.items():
+        flags.add(name)
+        notes.setdefault(name, why)
+    judged.update(flags=sorted(flags), flag_notes=dict(sorted(notes.items())))
+    disqualified = sorted(set(verdict.flags) & disqualifying_flags())
+    if disqualified or verdict.error:
+        lines = ([verdict.error] if verdict.error else []) + [f"{name}: {verdict.flags[name]}" for name in disqualified]
+        judged.update(status="incorrect", error="; ".join(lines))
+        return judged
+    judged.update(verdict.fields)
+    return judged
 
 
 def find_checks(directory: Path, reference: CleanReference, job: dict[str, Any]) -> judge.CheckFindings:

@@ -11,7 +11,9 @@ timing seeds (the outputs of timed calls):
 - `trial{i}`: the reference output of trial i;
 - `perturbed{k}`: the reference output of trial 0 with perturbation target k applied (ignores_input);
 - `probe`: the reference output for the probe seed, computed twice to learn whether it is bit-exact;
-- `timing{j}`: the reference output of timing input set j.
+- `timing{j}`: the reference output of timing input set j;
+- `timed{m}`: the reference output of timed call m of a candidate's window, for the calls the parent chose in
+  secret (`timed_samples` in the manifest: never in the public one), on inputs drawn from their secret seeds.
 
 The manifest (`public_manifest`) says what a candidate's child may know: output sizes (for the poison),
 shapes, which perturbation targets move the reference, the probe seed. It holds no output values.
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from builder import config
-from builder.tasks import instantiate
+from builder.tasks import draw_inputs, instantiate
 from builder.verify.compare import compare_outputs, flatten_outputs, output_nbytes, same_bits, snapshot, sync
 
 
@@ -197,12 +199,27 @@ def compute_reference(task_module: Any, job: dict[str, Any]) -> ReferenceBundle:
             bundle.outputs["probe"] = first
             timing = timing_seeds(job)
             manifest["timing_sets"] = len(timing)
+            models = []
             for index, seed in enumerate(timing):
                 model, inputs = instantiate(task_module, seed, device)
                 bundle.outputs[f"timing{index}"] = run_reference(model, inputs, device)
+                models.append(model)
+            manifest["timed_samples"] = _timed_references(bundle, task_module, models, job, device)
     except ReferenceFailure as exc:
         manifest["error"] = str(exc)
     return bundle
+
+
+def _timed_references(bundle: ReferenceBundle, task_module: Any, models: list[Any], job: dict[str, Any],
+                      device: str) -> list[list[int]]:  # fmt: skip
+    """`timed{m}`: the reference of timed call m of a candidate's window, on the model of input set m mod sets and
+    inputs drawn from the secret seed the parent chose for it (the child hears that seed only when the call runs)."""
+    samples = []
+    for m, input_set, seed in job.get("timed_samples") or []:
+        inputs = draw_inputs(task_module, int(seed), device)
+        bundle.outputs[f"timed{int(m)}"] = run_reference(models[int(input_set) % len(models)], inputs, device)
+        samples.append([int(m), int(input_set) % len(models), int(seed)])
+    return samples
 
 
 def _perturbed_references(bundle: ReferenceBundle, model: Any, inputs: list[Any], seed: int, device: str,

@@ -13,12 +13,16 @@ A fingerprint is taken before the candidate loads and compared after its calls:
 
 This runs inside the process it checks, so native code could hide from it; the clean reference and the
 judge's probe comparison (`judge.tamper_reason`) do not depend on it. Any difference is `tampers_reference`.
+
+`VerifierGuard` does the same for the verifier's own code in this process (its child-side modules, the clocks, the
+result channel): any change is `tampers_verifier`, reported through a file the parent reads itself.
 """
 
 from __future__ import annotations
 
 import hashlib
 import inspect
+import os
 import sys
 import types
 import warnings
@@ -125,3 +129,86 @@ def changes(before: Fingerprint, after: Fingerprint, limit: int = 4) -> list[str
         if changed:
             found.append(f"{label}: {', '.join(changed[:limit])}" + (" ..." if len(changed) > limit else ""))
     return found
+
+
+# --- the verifier's own code in the candidate's process -------------------------------------------------------------
+# The child-side modules the verdict's claims come from, imported before the candidate loads so that none of them
+# can be imported first, already changed, by the candidate.
+CHILD_SIDE_MODULES = ("builder.config", "builder.tasks.loading", "builder.verify.checks", "builder.verify.child",
+                      "builder.verify.child_words", "builder.verify.compare", "builder.verify.op_census",
+                      "builder.verify.poison", "builder.verify.reference", "builder.verify.side_stream",
+                      "builder.verify.tamper", "builder.verify.tensor_files", "builder.verify.timing",
+                      "builder.verify.timing_window", "builder.verify.window_protocol", "schemas")  # fmt: skip
+# The clocks the timers read and the calls that carry results out of the process.
+WATCHED_CALLS = (("time", ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns",
+                           "process_time", "thread_time", "sleep")),
+                 ("json", ("dumps", "dump", "loads")), ("os", ("replace", "rename", "write", "open", "close", "_exit")),
+                 ("builtins", ("open", "print")), ("safetensors.torch", ("save_file", "save", "load_file")))  # fmt: skip
+_os_open, _os_write, _os_close = os.open, os.write, os.close  # taken at import, before any candidate code
+
+
+def verifier_fingerprint() -> Fingerprint:
+    """Identity of every function and class (and their methods) in the verifier's modules loaded here, of the clocks
+    and of the result channel's calls."""
+    import importlib
+
+    for name in CHILD_SIDE_MODULES:
+        importlib.import_module(name)
+    surface: Fingerprint = {}
+    for module_name, module in list(sys.modules.items()):
+        spec_name = getattr(getattr(module, "__spec__", None), "name", None) or ""
+        if module_name == "__main__" and spec_name.startswith("builder."):
+            module_name = f"__main__:{spec_name}"  # `python -m builder.verify.child` runs as __main__
+        elif module is None or not (module_name.startswith("builder.") or module_name == "schemas"):
+            continue
+        for attribute, value in list(vars(module).items()):
+            identity = _identity(value)
+            if identity is None:
+                continue
+            surface[f"{module_name}.{attribute}"] = identity
+            if inspect.isclass(value) and getattr(value, "__module__", None) == module_name:
+                for name, member in list(vars(value).items()):
+                    if (member_identity := _identity(member)) is not None:
+                        surface[f"{module_name}.{attribute}.{name}"] = member_identity
+    for module_name, names in WATCHED_CALLS:
+        module = sys.modules.get(module_name) or importlib.import_module(module_name)
+        for name in names:
+            surface[f"{module_name}.{name}"] = _identity(getattr(module, name, None)) or (0,)
+    return surface
+
+
+def verifier_changes(before: Fingerprint, after: Fingerprint, limit: int = 4) -> list[str]:
+    """The verifier's names bound to something else since `before` (a module that loaded later is no change)."""
+    changed = sorted(name for name in before.keys() & after.keys() if before[name] != after[name])
+    return changed[:limit] + (["..."] if len(changed) > limit else [])
+
+
+class VerifierGuard:
+    """Compares the verifier's fingerprint with the one taken before the candidate loaded: always at the fixed
+    moments the child names, and between steps of the checks and of the timing window at random ones. The first
+    change found is written at once to the job's `tampered_path` with calls taken before any candidate code ran,
+    so a rebound result writer cannot drop it; the parent reads that file itself (`tampers_verifier`)."""
+
+    def __init__(self, job: dict[str, Any]) -> None:
+        import secrets
+
+        self.path = job.get("tampered_path")
+        self.before = verifier_fingerprint()
+        self.found: str | None = None
+        self._random = secrets.SystemRandom()
+
+    def check(self, moment: str) -> str | None:
+        if self.found is None and (changed := verifier_changes(self.before, verifier_fingerprint())):
+            self.found = f"{moment}: {', '.join(changed)}"
+            if self.path:
+                data = self.found.encode()[:4000]
+                fd = _os_open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                try:
+                    _os_write(fd, data)
+                finally:
+                    _os_close(fd)
+        return self.found
+
+    def maybe_check(self, moment: str) -> None:
+        if self._random.random() < 0.5:
+            self.check(moment)

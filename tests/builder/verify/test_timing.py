@@ -1,5 +1,5 @@
-"""timing.measure and time_candidate in-process on trusted fakes: warm-up excluded, input sets rotated
-through the same buffers, every timed output re-checked (a result cache fails), the budget honoured."""
+"""timing.measure (clean baselines) and a candidate's refereed window in-process on trusted fakes: warm-up
+excluded, inputs in the same buffers, fresh inputs for every timed call, the budget honoured."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from builder.tasks import load_task_module
 from builder.tasks.suite import describe_task_file
 from builder.verify import timing
 from builder.verify.checks import FunctionalBinding
+from tests.builder.verify.refereed import run_window, time_candidate
 
 TASK = Path(__file__).resolve().parents[2] / "fixtures" / "tasks" / "level1" / "1_scale_shift.py"
 JOB = {"seeds": [31_415, 27_182], "atol": 1e-4, "rtol": 1e-4, "timed_calls": 6, "warmup_calls": 2}
@@ -27,24 +28,24 @@ def honest(x, weight, bias):
     return torch.from_numpy(x.numpy() * weight.numpy() + bias.numpy())
 
 
-def test_measure_counts_only_timed_calls_and_rotates_sets(module):
+def test_a_window_counts_only_timed_calls_and_draws_fresh_inputs_for_each(module):
     seen_first_values = []
 
     def recording(x, weight, bias):
         seen_first_values.append(float(x[0, 0]))
         return honest(x, weight, bias)
 
-    result = timing.time_candidate(FunctionalBinding(recording), module, JOB, "cpu")
+    result = time_candidate(FunctionalBinding(recording), module, JOB, "cpu")
     runtime = result["runtime"]
-    assert runtime["n"] == 6
+    assert runtime["n"] == 6 and not result["verdict"].flags
     assert runtime["min_ms"] <= runtime["median_ms"] <= runtime["max_ms"]
     assert runtime["std_ms"] >= 0 and runtime["mean_ms"] > 0
     before, in_window = 2, JOB["warmup_calls"]  # one call per input set before the window; the job's in it
     assert len(seen_first_values) == before + in_window + 6  # warm-up calls ran but are not in n
-    assert len(set(seen_first_values)) == 2  # two input sets...
-    assert seen_first_values[0] != seen_first_values[1]  # ...alternating call by call
+    assert len(set(seen_first_values[: before + in_window])) == 2  # warm-up rotates the two input sets...
+    assert len(set(seen_first_values[before + in_window :])) == 6  # ...every timed call has inputs of its own
     assert f"{before} warm-up calls before the window (device shared) and {in_window} in it" in result["timing_method"]
-    assert "6 timed calls" in result["timing_method"]
+    assert "6 timed calls" in result["timing_method"] and "fresh inputs" in result["timing_method"]
 
 
 def test_each_sets_first_output_comes_before_the_window_and_the_warm_up_inside_it(module):
@@ -62,7 +63,7 @@ def test_each_sets_first_output_comes_before_the_window_and_the_warm_up_inside_i
     # Before each of the four sets is made (two seeds, the candidate's and eager's), then between the two pairs.
     assert len(calls) == 2 and yields == [0, 0, 0, 0, 1]
     assert set(prepared.first_outputs()) == {"timing0", "timing1"}
-    timed = timing.time_prepared(prepared, job, "cpu")
+    timed = run_window(prepared, job, "cpu")
     assert len(calls) == 2 + 5 + timed["runtime"]["n"]
 
 
@@ -73,7 +74,7 @@ def test_inputs_arrive_in_the_same_buffers(module):
         addresses.add(x.data_ptr())
         return honest(x, weight, bias)
 
-    timing.time_candidate(FunctionalBinding(recording), module, JOB, "cpu")
+    time_candidate(FunctionalBinding(recording), module, JOB, "cpu")
     assert len(addresses) == 1  # so an address-keyed cache sees changed contents, not new tensors
 
 
@@ -86,7 +87,7 @@ def test_result_cache_fails_while_timing(module):
             cache[key] = honest(x, weight, bias)
         return cache[key].clone()
 
-    result = timing.time_candidate(FunctionalBinding(caches_by_address), module, JOB, "cpu")
+    result = time_candidate(FunctionalBinding(caches_by_address), module, JOB, "cpu")
     # No reference runs in the candidate's process: set 2's first output (set 1's, reused) goes to the judge,
     # which compares it with the clean reference of set 2.
     assert judge_timing_outputs(module, result) == "input set 2"
@@ -104,24 +105,50 @@ def judge_timing_outputs(module, timed: dict) -> str | None:
 
 
 def test_an_honest_candidates_timed_outputs_pass_the_judge(module):
-    timed = timing.time_candidate(FunctionalBinding(honest), module, JOB, "cpu")
+    timed = time_candidate(FunctionalBinding(honest), module, JOB, "cpu")
     assert set(timed["first_outputs"]) == {"timing0", "timing1"}
     assert judge_timing_outputs(module, timed) is None
 
 
-def test_a_stale_output_within_one_input_set_fails_in_the_child(module):
+def clean_references(module, samples):
+    """The clean reference child's outputs for JOB with these timed samples, as the parent reads them."""
+    from builder.verify import tensor_files
+    from builder.verify.reference import compute_reference
+
+    job = dict(JOB, backend="cpu", trials=1, timed_samples=samples)
+    return tensor_files.unpack(*tensor_files.pack(compute_reference(module, job).outputs))
+
+
+def test_a_wrong_output_in_a_sampled_timed_call_is_judged_in_the_parent(module):
     calls = {"n": 0}
 
-    def stale_after_four(x, weight, bias):
+    def wrong_once_timed(x, weight, bias):  # right for the checks' sets and the warm-up, wrong on fresh inputs
         calls["n"] += 1
         out = honest(x, weight, bias)
         return out if calls["n"] <= 4 else out + 1.0
 
-    result = timing.time_candidate(FunctionalBinding(stale_after_four), module, JOB, "cpu")
-    assert "runtime" not in result and "reused across calls" in result["error"]
+    samples = [[1, 1, 1234567], [4, 0, 7654321]]
+    result = time_candidate(FunctionalBinding(wrong_once_timed), module, JOB, "cpu", samples=samples,
+                            reference=clean_references(module, samples))  # fmt: skip
+    assert "timed call 2 (fresh inputs)" in result["verdict"].error
+    honest_result = time_candidate(FunctionalBinding(honest), module, JOB, "cpu", samples=samples,
+                                   reference=clean_references(module, samples))  # fmt: skip
+    assert honest_result["verdict"].error is None and sorted(honest_result["report"].revealed) == [1, 4]
 
 
-def test_eager_is_timed_call_by_call_with_the_candidate_in_the_same_window(module, monkeypatch):
+def test_a_stale_output_in_the_warm_up_ends_the_window(module):
+    calls = {"n": 0}
+
+    def stale_after_three(x, weight, bias):
+        calls["n"] += 1
+        out = honest(x, weight, bias)
+        return out if calls["n"] <= 3 else out + 1.0
+
+    result = time_candidate(FunctionalBinding(stale_after_three), module, JOB, "cpu")
+    assert "runtime" not in result and "reused across calls" in result["verdict"].error
+
+
+def test_eager_is_timed_in_half_blocks_alternating_with_the_candidates(module, monkeypatch):
     monkeypatch.setattr(timing.config, "TIMING_STABLE_SPREAD", -1.0)  # every block, however steady
     order = []
 
@@ -138,17 +165,16 @@ def test_eager_is_timed_call_by_call_with_the_candidate_in_the_same_window(modul
 
     module.Model.forward = eager_forward
     try:
-        result = timing.time_candidate(FunctionalBinding(recording), module, dict(JOB, timed_calls=20), "cpu")
+        result = time_candidate(FunctionalBinding(recording), module, dict(JOB, timed_calls=20), "cpu")
     finally:
         module.Model.forward = real_forward
     timed = order[(2 + JOB["warmup_calls"]) * 2 :]  # after the warm-up calls of both
-    pairs = [timed[i : i + 2] for i in range(0, len(timed), 2)]
     assert result["runtime"]["n"] == 20 and result["eager_window"]["n"] == 20
     assert len(result["speedup_blocks"]) == 10 and all(r > 0 for r in result["speedup_blocks"])
-    assert len(pairs) == 20 and all(sorted(pair) == ["candidate", "eager"] for pair in pairs)  # one call each
-    assert pairs[0] == ["candidate", "eager"] and pairs[1] == ["eager", "candidate"]  # the first side alternates
-    assert pairs[2] == ["candidate", "eager"] and pairs[3] == ["eager", "candidate"]
-    assert "its calls alternating with the candidate's" in result["timing_method"]
+    halves = [timed[i : i + 2] for i in range(0, len(timed), 2)]  # blocks of two calls a side
+    assert len(halves) == 20 and all(len(set(half)) == 1 for half in halves)  # one side a half-block
+    assert [h[0] for h in halves[:4]] == ["candidate", "eager", "eager", "candidate"]  # the first side alternates
+    assert "half-blocks alternating with the candidate's" in result["timing_method"]
 
 
 def sleeping_sets(module, seconds):
@@ -162,12 +188,19 @@ def sleeping_sets(module, seconds):
         model, module, seed, "cpu").call)  # fmt: skip
 
 
+def window_of(module, candidate_seconds, eager_seconds, warmup_calls=1, timed_calls=100):
+    """A refereed window whose candidate and eager sleep as told (both on the honest answer)."""
+    candidate = timing.CallTimer(sleeping_sets(module, candidate_seconds), "cpu", 1e-4, 1e-4, task_module=module)
+    eager = timing.CallTimer(sleeping_sets(module, eager_seconds), "cpu", 1e-4, 1e-4, task_module=module)
+    sets = timing.TimingSets(candidate, eager, timing.warm_up(candidate, eager, 0))
+    job = dict(JOB, warmup_calls=warmup_calls, timed_calls=timed_calls, timing_budget_s=60)
+    return run_window(sets, job, "cpu")
+
+
 def test_a_steady_window_stops_after_the_minimum_blocks(module, monkeypatch):
     monkeypatch.setattr(timing.config, "TIMING_STABLE_SPREAD", 0.05)
     monkeypatch.setattr(timing.config, "TIMING_BLOCK_MS", 1e6)  # blocks of ten pairs, however slow the calls
-    candidate, eager = sleeping_sets(module, lambda: 0.01), sleeping_sets(module, lambda: 0.02)
-    result = timing.measure_interleaved(candidate, eager, "cpu", atol=1e-4, rtol=1e-4, warmup_calls=1,
-                                        timed_calls=100, budget_s=60)  # fmt: skip
+    result = window_of(module, lambda: 0.01, lambda: 0.02)
     blocks = len(result["speedup_blocks"])
     # Usually the minimum; a loaded machine's sleep jitter can take a block or two more, never all of them.
     assert timing.config.MIN_TIMING_BLOCKS <= blocks < timing.config.TIMING_BLOCKS
@@ -185,9 +218,7 @@ def test_an_unsteady_window_runs_every_block(module, monkeypatch):
         calls["n"] += 1
         return 0.005 if (calls["n"] // 10) % 3 else 0.02
 
-    candidate, eager = sleeping_sets(module, erratic), sleeping_sets(module, lambda: 0.01)
-    result = timing.measure_interleaved(candidate, eager, "cpu", atol=1e-4, rtol=1e-4, warmup_calls=1,
-                                        timed_calls=100, budget_s=60)  # fmt: skip
+    result = window_of(module, erratic, lambda: 0.01)
     assert len(result["speedup_blocks"]) == timing.config.TIMING_BLOCKS
     assert "stopped once" not in result["timing_method"]
 
@@ -211,11 +242,9 @@ def test_a_slow_kernels_window_holds_fewer_calls(module, monkeypatch):
     monkeypatch.setattr(timing.config, "TIMING_BLOCK_MS", 20.0)
     monkeypatch.setattr(timing.config, "WINDOW_WARMUP_MS", 50.0)
     monkeypatch.setattr(timing.config, "MIN_TIMED_MS", 200.0)
-    candidate, eager = sleeping_sets(module, lambda: 0.03), sleeping_sets(module, lambda: 0.005)
-    result = timing.measure_interleaved(candidate, eager, "cpu", atol=1e-4, rtol=1e-4, warmup_calls=10,
-                                        timed_calls=100, budget_s=60)  # fmt: skip
+    result = window_of(module, lambda: 0.03, lambda: 0.005, warmup_calls=10)
     n = result["runtime"]["n"]
-    assert "blocks of 1 pairs" in result["timing_method"] and len(result["speedup_blocks"]) == n
+    assert "blocks of 1 calls a side" in result["timing_method"] and len(result["speedup_blocks"]) == n
     assert "and 2 in it" in result["timing_method"]  # 35 ms a pair: the second reaches 50 ms
     # 30 ms a call: the 7th brings 200 ms (a loaded machine's longer sleeps, an earlier one), not the 20 calls
     total = result["runtime"]["mean_ms"] * n
@@ -227,10 +256,8 @@ def test_a_fast_kernels_window_keeps_its_calls(module, monkeypatch):
     """Calls far shorter than a block: ten pairs a block, every warm-up pair, MIN_TIMED_CALLS at least."""
     monkeypatch.setattr(timing.config, "TIMING_STABLE_SPREAD", 10.0)
     monkeypatch.setattr(timing.config, "TIMING_BLOCK_MS", 20.0)
-    candidate, eager = sleeping_sets(module, lambda: 0.0), sleeping_sets(module, lambda: 0.0)
-    result = timing.measure_interleaved(candidate, eager, "cpu", atol=1e-4, rtol=1e-4, warmup_calls=10,
-                                        timed_calls=100, budget_s=60)  # fmt: skip
-    assert "blocks of 10 pairs" in result["timing_method"] and "and 10 in it" in result["timing_method"]
+    result = window_of(module, lambda: 0.0, lambda: 0.0, warmup_calls=10)
+    assert "blocks of 10 calls a side" in result["timing_method"] and "and 10 in it" in result["timing_method"]
     assert result["runtime"]["n"] == 10 * timing.config.MIN_TIMING_BLOCKS
 
 
@@ -251,17 +278,17 @@ def test_budget_stops_after_the_minimum(module):
     assert 3 <= result["runtime"]["n"] < 500
 
 
-def test_candidate_exception_while_timing_propagates(module):
+def test_a_candidate_raising_while_timed_is_a_runtime_error(module):
     calls = {"n": 0}
 
     def fails_later(x, weight, bias):
         calls["n"] += 1
-        if calls["n"] > 3:
+        if calls["n"] > 6:
             raise RuntimeError("out of resources")
         return honest(x, weight, bias)
 
-    with pytest.raises(RuntimeError, match="out of resources"):
-        timing.time_candidate(FunctionalBinding(fails_later), module, JOB, "cpu")
+    result = time_candidate(FunctionalBinding(fails_later), module, JOB, "cpu")
+    assert "out of resources" in result["verdict"].runtime_error
 
 
 @pytest.mark.gpu
@@ -274,7 +301,8 @@ def test_cuda_timing_leaves_the_hosts_launch_out(module):
         time.sleep(0.0003)
         return torch.addcmul(bias, x, weight)
 
-    result = timing.time_candidate(FunctionalBinding(slow_host), task, dict(JOB, backend="cuda"), "cuda")
+    result = time_candidate(FunctionalBinding(slow_host), task, JOB, "cuda")
+    assert not result["verdict"].flags
     print(f"slow-host candidate timed at {result['runtime']['median_ms']:.4f} ms")
     assert result["runtime"]["median_ms"] < 0.2
 
@@ -290,6 +318,7 @@ def test_cuda_timing_holds_host_work_that_reads_the_inputs(module):
         time.sleep(0.005)
         return host.to(x.device)
 
-    result = timing.time_candidate(FunctionalBinding(on_the_host), task, dict(JOB, backend="cuda"), "cuda")
+    result = time_candidate(FunctionalBinding(on_the_host), task, JOB, "cuda")
+    assert not result["verdict"].flags
     print(f"host-computing candidate timed at {result['runtime']['median_ms']:.3f} ms")
     assert result["runtime"]["median_ms"] > 5.0
