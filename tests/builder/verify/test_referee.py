@@ -1,0 +1,195 @@
+"""The parent's referee of a candidate's timing window (referee.py, window_judge.py) against a child served in
+this process (timing_window.py) over the real messages: fresh seeds, the parent's clock, reveals, broken
+hand-shakes. Honest windows must pass: a defence that rejects an honest kernel is a defect too."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from builder import config
+from builder.tasks import draw_inputs, load_task_module
+from builder.tasks.suite import describe_task_file
+from builder.verify import timing
+from builder.verify.checks import FunctionalBinding
+from builder.verify.referee import HalfBlock, choose_timed_samples
+from builder.verify.window_judge import accounting_reason
+from builder.verify.window_protocol import FifoLink, LinkClosed, digest
+from tests.builder.verify.refereed import run_window
+
+TASK = Path(__file__).resolve().parents[2] / "fixtures" / "tasks" / "level1" / "1_scale_shift.py"
+JOB = {"seeds": [31_415, 27_182], "atol": 1e-4, "rtol": 1e-4, "timed_calls": 40, "warmup_calls": 2,
+       "timing_budget_s": 60}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def module():
+    return load_task_module(describe_task_file(TASK))
+
+
+def honest(x, weight, bias):
+    return torch.from_numpy(x.numpy() * weight.numpy() + bias.numpy())
+
+
+class ShortClaims(timing.CallTimer):
+    """A timer whose claimed times are a twentieth of what its calls took: a rebound clock, a doctored result."""
+
+    def _timed(self, call, spin_cycles):
+        out, elapsed_ms = super()._timed(call, spin_cycles)
+        return out, elapsed_ms / 20
+
+
+def sleeping_window(module, seconds: float, timer=timing.CallTimer, serve=None):
+    def call(x, weight, bias):
+        time.sleep(seconds)
+        return honest(x, weight, bias)
+
+    def sets(call_of):
+        return timing.build_input_sets(module, [1, 2], "cpu", lambda model, seed: FunctionalBinding(call_of).bind(
+            model, module, seed, "cpu").call)  # fmt: skip
+
+    candidate = timer(sets(call), "cpu", 1e-4, 1e-4, task_module=module)
+    eager = timing.CallTimer(sets(call), "cpu", 1e-4, 1e-4, task_module=module)
+    prepared = timing.TimingSets(candidate, eager, timing.warm_up(candidate, eager, 0))
+    return run_window(prepared, JOB, "cpu", **({"serve": serve} if serve else {}))
+
+
+def test_claimed_times_the_parents_clock_cannot_account_for_are_a_timing_mismatch(module):
+    lying = sleeping_window(module, 0.005, timer=ShortClaims)
+    assert "timing_mismatch" in lying["verdict"].flags
+    assert "more beyond the claimed times than for PyTorch eager" in lying["verdict"].flags["timing_mismatch"]
+    honest_window = sleeping_window(module, 0.005)
+    assert not honest_window["verdict"].flags, honest_window["verdict"].flags
+    assert honest_window["runtime"]["median_ms"] == pytest.approx(5.0, rel=0.8)
+
+
+def test_accounting_compares_the_candidates_unaccounted_time_with_eagers():
+    def halves(kind, claimed, wall):
+        return [HalfBlock(kind, wall, [(i, claimed, [0]) for i in range(10)]) for _ in range(6)]
+
+    eager = halves("eager", 1.0, 10 * (1.0 + 0.2))  # 0.2 ms of harness a call beyond the claimed 1 ms
+    assert accounting_reason(halves("candidate", 1.0, 10 * 1.2), eager, "cuda") is None
+    assert accounting_reason(halves("candidate", 0.8, 10 * 1.2), eager, "cuda") is None  # within the margin
+    assert "more beyond the claimed times" in accounting_reason(halves("candidate", 0.5, 10 * 1.2), eager, "cuda")
+    assert "claimed" in accounting_reason(halves("candidate", 2.0, 10 * 1.2), eager, "cuda")  # more than passed
+
+
+def test_a_revealed_output_must_be_the_one_committed_by_its_digest(module):
+    from builder.verify import timing_window
+
+    def reveals_another(link, sets, reveal_dir):
+        """Serves honestly, but reveals a changed output (as if it finished the work after the half-block)."""
+        original_serve = timing_window.serve_window
+        import builder.verify.tensor_files as tensor_files
+
+        write = tensor_files.write
+
+        def swapped_write(path, named):
+            write(path, {name: (value + 1.0 if value is not None else None) for name, value in named.items()})
+
+        tensor_files.write = swapped_write
+        try:
+            original_serve(link, sets, reveal_dir)
+        finally:
+            tensor_files.write = write
+
+    prepared = timing.prepare_timing(FunctionalBinding(honest), module, dict(JOB, backend="cpu"), "cpu")
+    result = run_window(prepared, JOB, "cpu", samples=[[0, 0, 99], [5, 1, 98]], serve=reveals_another)
+    assert "not the one committed" in result["verdict"].flags["timing_mismatch"]
+
+
+def test_a_broken_hand_shake_is_a_timing_mismatch(module):
+    def answers_short(link, sets, reveal_dir):
+        while True:
+            message = link.receive()
+            if "warm" in message:
+                link.send({"warmed": 1, "pair_ms": [1.0], "launch_ms": None})
+            elif "go" in message:
+                link.send({"done": message["go"], "calls": []})  # no call's time or digest
+                return
+
+    prepared = timing.prepare_timing(FunctionalBinding(honest), module, dict(JOB, backend="cpu"), "cpu")
+    result = run_window(prepared, JOB, "cpu", serve=answers_short)
+    assert "does not match what was asked" in result["verdict"].flags["timing_mismatch"]
+    assert "runtime" not in result
+
+
+def test_a_tensor_subclass_returned_while_timed_is_a_lazy_output(module):
+    class Later(torch.Tensor):
+        pass
+
+    calls = {"n": 0}
+
+    def subclass_once_timed(x, weight, bias):
+        calls["n"] += 1
+        out = honest(x, weight, bias)
+        return out if calls["n"] <= 4 else out.as_subclass(Later)
+
+    prepared = timing.prepare_timing(FunctionalBinding(subclass_once_timed), module, dict(JOB, backend="cpu"), "cpu")
+    result = run_window(prepared, JOB, "cpu")
+    assert "not a plain torch.Tensor" in result["verdict"].flags["lazy_output"]
+
+
+def test_timed_samples_are_secret_and_spread_over_the_window():
+    first, second = choose_timed_samples(100, 2), choose_timed_samples(100, 2)
+    assert len(first) == sum(count for _, _, count in config.TIMED_SAMPLE_RANGES)
+    assert first != second  # drawn afresh: no candidate can know them
+    calls = [m for m, _, _ in first]
+    assert calls == sorted(set(calls)) and calls[0] < 4 and calls[-1] >= 50
+    assert all(input_set == m % 2 for m, input_set, _ in first)
+    assert all(m < 6 for m, _, _ in choose_timed_samples(6, 2))
+
+
+def test_the_reference_of_a_sampled_call_is_its_models_output_on_inputs_drawn_from_its_seed(module):
+    from builder.tasks import instantiate
+    from builder.verify.reference import compute_reference
+    from builder.verify.timing import timing_seeds
+
+    job = dict(JOB, backend="cpu", trials=1, timed_samples=[[3, 1, 4242]])
+    bundle = compute_reference(module, job)
+    model, _ = instantiate(module, timing_seeds(job)[1], "cpu")
+    with torch.no_grad():
+        expected = model(*draw_inputs(module, 4242, "cpu"))
+    assert torch.equal(bundle.outputs["timed3"], expected)
+    assert bundle.manifest["timed_samples"] == [[3, 1, 4242]]
+    from builder.verify.reference import public_manifest
+
+    assert "timed_samples" not in public_manifest(bundle.manifest)  # the candidate's child never learns them
+
+
+def test_digest_is_exact_and_the_same_for_a_copy():
+    value = (torch.randn(1000), torch.arange(7, dtype=torch.int8))
+    assert digest(value) == digest(tuple(t.clone() for t in value))
+    changed = value[0].clone()
+    changed[500] += 1e-3
+    assert digest((changed, value[1])) != digest(value)
+
+
+def test_fifo_link_carries_messages_both_ways_and_a_silent_peer_times_out():
+    scratch = tempfile.mkdtemp(prefix="ka-test-fifo-")
+    FifoLink.make(scratch)
+    parent = FifoLink.parent_side(scratch)
+    answers = []
+
+    def child():
+        link = FifoLink.child_side(scratch)
+        message = link.receive(timeout_s=10)
+        link.send({"echo": message["go"]})
+        answers.append(True)
+        link.close()
+
+    thread = threading.Thread(target=child)
+    thread.start()
+    parent.send({"go": 7})
+    assert parent.receive(timeout_s=10) == {"echo": 7}
+    thread.join(10)
+    with pytest.raises(LinkClosed):
+        parent.receive(timeout_s=0.1)
+    parent.close()
+    assert answers and all(os.path.exists(os.path.join(scratch, n)) for n in ("window.to_child", "window.to_parent"))
