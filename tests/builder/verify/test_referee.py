@@ -193,3 +193,30 @@ def test_fifo_link_carries_messages_both_ways_and_a_silent_peer_times_out():
         parent.receive(timeout_s=0.1)
     parent.close()
     assert answers and all(os.path.exists(os.path.join(scratch, n)) for n in ("window.to_child", "window.to_parent"))
+
+
+@pytest.mark.gpu
+def test_on_cuda_the_parents_clock_catches_divided_event_times_and_passes_honest_ones(module):
+    """A 0.5 ms device spin as the candidate's work: claims divided by 20 are a timing_mismatch, honest ones pass."""
+    task = load_task_module(describe_task_file(TASK))
+    cycles = {}
+
+    def spinning(x, weight, bias):
+        if "per_ms" not in cycles:
+            cycles["per_ms"] = timing._spin_rate()
+        torch.cuda._sleep(int(0.5 * cycles["per_ms"]))
+        return torch.addcmul(bias, x, weight)
+
+    def window(timer):
+        binding = FunctionalBinding(spinning)
+        job = dict(JOB, backend="cuda")
+        prepared = timing.prepare_timing(binding, task, job, "cuda")
+        if timer is not timing.CallTimer:
+            prepared.candidate.__class__ = timer
+        return run_window(prepared, JOB, "cuda")
+
+    honest_window, lying = window(timing.CallTimer), window(ShortClaims)
+    print("honest:", honest_window["runtime"]["median_ms"], honest_window["verdict"].flags)
+    print("lying:", lying["verdict"].flags)
+    assert not honest_window["verdict"].flags and honest_window["runtime"]["median_ms"] > 0.45
+    assert "timing_mismatch" in lying["verdict"].flags
