@@ -131,7 +131,7 @@ def test_compiled_correct_candidate_from_shared_build(tmp_path, shared_cpu_build
     assert result["flags"] == []
     assert result["trials"] == 2
     assert result["runtime"]["n"] == 5 and result["runtime"]["median_ms"] > 0
-    assert "perf_counter" in result["timing_method"] and "2 input sets" in result["timing_method"]
+    assert "perf_counter" in result["timing_method"] and "on 2 models, each on fresh inputs" in result["timing_method"]
     assert result["own_kernel_fraction"] > 0.5
     assert result["max_diff"] is not None and result["max_diff"] < 1e-5  # judged against the clean reference
     phases = [name for name in result["phase_s"] if not name.startswith("cpu.")]
