@@ -26,13 +26,13 @@ from typing import Any
 from builder import config
 from builder.candidates import Candidate
 from builder.tasks import Task
-from builder.verify import (batching, device_engines, environment, extension_symbols, milestones, static_scan, verdict,
-                            work_queues)  # fmt: skip
+from builder.verify import batching, device_engines, environment, milestones, static_scan, verdict, work_queues
 from builder.verify.baseline_cache import BaselineCache, eager_disagrees
 from builder.verify.build_queue import BuildQueue
 from builder.verify.clean_reference import ReferenceCache, process_reference_cache
 from builder.verify.compile import CompileResult, build_extension, default_cache_dir, recall_build, remember_members
 from builder.verify.evaluation import run_judged
+from builder.verify.extension_symbols import symbol_notes
 from builder.verify.hand_back import UnstartedWork, read_window
 from builder.verify.options import VerifyOptions
 from builder.verify.pool import EvalPool, PooledChild, build_job, child_env
@@ -63,7 +63,7 @@ def _static_notes(candidate: Candidate, compiled: CompileResult) -> dict[str, st
     """The flags the parent finds itself, each with what showed it: the source text and the built extension's
     imports (library use past the dispatcher, which the child's profiler never sees)."""
     notes = static_scan.scan_notes(candidate.source, candidate.language)
-    for flag, why in extension_symbols.symbol_notes(compiled, candidate.source, candidate.language).items():
+    for flag, why in symbol_notes(compiled, candidate.source, candidate.language).items():
         notes[flag] = f"{notes[flag]}; {why}" if flag in notes else why
     known = verdict.known_flags(list(notes))
     return {flag: why for flag, why in notes.items() if flag in known}

@@ -148,8 +148,14 @@ def test_without_nm_the_imports_are_not_read_and_it_says_so(tmp_path, monkeypatc
 # --- real CPU builds ---------------------------------------------------------------------------------------------
 
 HONEST_CPU = ["cpu/correct_scale_shift.cpp", "cpu/incorrect_input_zeroing.cpp"]
-BUNDLED_CPU = ["data/candidates/cpu/level1/27_softmax/online.cpp", "data/candidates/cpu/level2/1_gemm_bias_relu/fused_naive.cpp"]
-ATTACKS = {"cpu/torch_ops_cpu_namespace_pasted.cpp": "at::cpu::mm(", "cpu/torch_ops_ops_redispatch.cpp": "at::_ops::mm::redispatch("}
+BUNDLED_CPU = [
+    "data/candidates/cpu/level1/27_softmax/online.cpp",
+    "data/candidates/cpu/level2/1_gemm_bias_relu/fused_naive.cpp",
+]
+ATTACKS = {
+    "cpu/torch_ops_cpu_namespace_pasted.cpp": "at::cpu::mm(",
+    "cpu/torch_ops_ops_redispatch.cpp": "at::_ops::mm::redispatch(",
+}
 
 
 @pytest.fixture(scope="module")

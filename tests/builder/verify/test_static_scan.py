@@ -269,8 +269,9 @@ def test_every_bundled_candidate_and_fixture_keeps_its_source_flags():
     """The source scan's flags of the bundled corpus are within what each candidate declares (its manifest's
     flags), and of each adversarial fixture within what fixtures.json allows."""
     import json
-    import tomllib
     from pathlib import Path
+
+    from builder.generate.bundled import tomllib
 
     repo = Path(__file__).resolve().parents[3]
     language = {".cu": "cuda", ".cpp": "cpp", ".py": "python"}
