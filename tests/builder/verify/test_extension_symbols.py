@@ -187,3 +187,39 @@ def test_attack_builds_are_seen_by_their_imports(name, builds):
     assert compiled.ok, compiled.error
     note = extension_symbols.symbol_notes(compiled, path.read_text(), "cpp")["uses_torch_ops"]
     assert f"extension imports {ATTACKS[name]}" in note
+
+
+# --- real CUDA builds (a GPU box) --------------------------------------------------------------------------------
+
+HONEST_CUDA = ["cuda/correct_scale_shift.cu", "cuda/correct_fused_fast.cu", "cuda/incorrect_side_stream.cu"]
+ATTACKS_CUDA = {"cuda/torch_ops_cuda_namespace_pasted.cu": "at::cuda::mm("}
+
+
+@pytest.fixture(scope="module")
+def cuda_builds(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("symbol_builds_cuda")
+    names = [*HONEST_CUDA, *ATTACKS_CUDA]
+    return {name: build_extension((FIXTURES / name).read_text(), "cuda", "cuda", cache_dir=cache) for name in names}
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("name", HONEST_CUDA)
+def test_honest_cuda_builds_import_nothing_that_counts(name, cuda_builds):
+    """The CUDA runtime, c10's streams and ATen's device helpers are glue: an honest CUDA extension, linked as torch
+    links it, imports no library entry point and no run-time look-up."""
+    compiled = cuda_builds[name]
+    assert compiled.ok, compiled.error
+    symbols = extension_symbols.undefined_symbols(compiled.library_path)
+    assert symbols, "nm read no imports"
+    assert extension_symbols.library_imports(symbols) == []
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("name", sorted(ATTACKS_CUDA))
+def test_cuda_attack_builds_are_seen_by_their_imports(name, cuda_builds):
+    compiled = cuda_builds[name]
+    assert compiled.ok, compiled.error
+    note = extension_symbols.symbol_notes(compiled, (FIXTURES / name).read_text(), "cuda")["uses_torch_ops"]
+    assert f"extension imports {ATTACKS_CUDA[name]}" in note
