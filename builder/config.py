@@ -273,9 +273,10 @@ TORCH_ALLOCATION_NAMES = frozenset({
     "Device", "device", "dtype", "kFloat", "kHalf", "kBFloat16", "kInt", "kLong", "kCUDA", "kCPU",
 })  # fmt: skip
 # ATen's namespaces of one dispatch key each (`at::cpu::mm`): a call there skips the dispatcher, so the profiler
-# never sees it; `at::native` holds the kernels themselves. Every operator in them counts but glue.
+# never sees it; `at::native` holds the kernels themselves, `at::redispatch` calls past the profiler. Every operator
+# in them counts but glue.
 ATEN_BACKEND_NAMESPACES = frozenset({
-    "cpu", "cuda", "native", "compositeexplicitautograd", "compositeexplicitautogradnonfunctional",
+    "redispatch", "cpu", "cuda", "native", "compositeexplicitautograd", "compositeexplicitautogradnonfunctional",
     "compositeimplicitautograd", "compositeimplicitautogradnestedtensor", "quantizedcpu", "quantizedcuda",
     "sparsecpu", "sparsecuda", "sparsecsrcpu", "sparsecsrcuda", "nestedtensorcpu", "nestedtensorcuda", "mkldnn",
 })  # fmt: skip

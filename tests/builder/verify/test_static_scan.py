@@ -166,6 +166,7 @@ def test_python_syntax_error_yields_no_flags():
         "auto r = at::_ops::mm::call(x, x);",
         "auto r = at::_ops::tanh::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), x);",
         "auto r = at::_ops::relu::typed_handle();",
+        "auto r = at::redispatch::relu(c10::DispatchKeySet(c10::DispatchKey::CPU), x);",
         "auto r = at::cpu::m\\\nm(x, x);",  # a continued line: the compiler reads mm
         "at::cuda::blas::gemm<float>('n', 'n', 1, 1, 1, 1.f, p, 1, p, 1, 0.f, p, 1);",
         "auto h = at::cuda::getCurrentCUDABlasHandle();",
