@@ -118,11 +118,16 @@ def _nm() -> str | None:
     return shutil.which("nm")
 
 
+@lru_cache(maxsize=1)
+def _warn_no_nm() -> None:
+    log.warning("nm (binutils) not found: the imports of built extensions are not read for library use")
+
+
 @lru_cache(maxsize=256)
 def _read_undefined(path: str, mtime_ns: int, size: int) -> tuple[str, ...] | None:
     nm = _nm()
     if nm is None:
-        log.warning("nm (binutils) not found: the imports of built extensions are not read for library use")
+        _warn_no_nm()  # once a process: the source scan and the census still stand
         return None
     try:
         done = subprocess.run([nm, "-D", "--undefined-only", "-P", path], capture_output=True, text=True,

@@ -140,6 +140,7 @@ def test_without_nm_the_imports_are_not_read_and_it_says_so(tmp_path, monkeypatc
     library.write_bytes(b"\x7fELF")
     monkeypatch.setattr(extension_symbols, "_nm", lambda: None)
     extension_symbols._read_undefined.cache_clear()
+    extension_symbols._warn_no_nm.cache_clear()
     with caplog.at_level(logging.WARNING, logger="builder.verify.extension_symbols"):
         assert extension_symbols.undefined_symbols(library) is None
     assert "nm (binutils) not found" in caplog.text
