@@ -281,6 +281,48 @@ BASELINE_WARM_WORKERS = 4  # eager + torch.compile baselines of one task (induct
 BASELINE_COMPILE_THREADS = 1  # the code it makes, and its timing, is the same (benchmarks/probe_baseline_compile.py)
 SEED_BITS = 63  # seeds are secrets.randbits(SEED_BITS), drawn per build
 
+# --- library use seen by the parent (builder/verify/static_scan.py, extension_symbols.py, aten_names.py) ----------
+# Names a candidate may call in ATen for allocation and shapes without it counting as library work (with the
+# census's CPU_ALLOWED_ATEN_OPS); the type names are what `at::Tensor(...)` and the like read as in a source.
+TORCH_ALLOCATION_NAMES = frozenset({
+    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
+    "from_blob", "arange", "tensor", "scalar_tensor", "TensorOptions", "Tensor", "Scalar", "IntArrayRef",
+    "Device", "device", "dtype", "kFloat", "kHalf", "kBFloat16", "kInt", "kLong", "kCUDA", "kCPU",
+})  # fmt: skip
+# ATen's namespaces of one dispatch key each (`at::cpu::mm`): a call there skips the dispatcher, so the profiler
+# never sees it; `at::native` holds the kernels themselves, `at::redispatch` calls past the profiler. Every operator
+# in them counts but glue.
+ATEN_BACKEND_NAMESPACES = frozenset({
+    "redispatch", "cpu", "cuda", "native", "compositeexplicitautograd", "compositeexplicitautogradnonfunctional",
+    "compositeimplicitautograd", "compositeimplicitautogradnestedtensor", "quantizedcpu", "quantizedcuda",
+    "sparsecpu", "sparsecuda", "sparsecsrcpu", "sparsecsrcuda", "nestedtensorcpu", "nestedtensorcuda", "mkldnn",
+})  # fmt: skip
+# Library entry points by C name: BLAS, DNN, FFT, sparse and solver libraries of both backends.
+LIBRARY_C_PREFIXES = ("cublas", "cudnn", "cufft", "cusparse", "cusolver", "cutensor", "cblas_", "LAPACKE_",
+                      "mkl_", "MKL_", "dnnl_", "mkldnn_")  # fmt: skip
+# Fortran BLAS/LAPACK (`sgemm_`): what libtorch's own BLAS exports under these names.
+LIBRARY_FORTRAN_NAME = r"[sdcz](?:gemm|gemv|ger|symm|symv|syrk|syr2k|trmm|trsm|trmv|trsv|dot|axpy|gesv|getrf|getrs|potrf|geqrf|gesdd|syevd)_"
+# C++ namespaces (Itanium components) whose every import is library work: cuBLAS through ATen, CUTLASS's library,
+# TorchScript (a scripted graph runs ATen ops).
+LIBRARY_CXX_NAMESPACES = (("at", "cuda", "blas"), ("at", "cuda", "solver"), ("cutlass", "library"), ("torch", "jit"))
+# ATen helpers that hand out a library's handle: only a call into that library needs one.
+LIBRARY_HANDLE_GETTERS = frozenset({"getCurrentCUDABlasHandle", "getCurrentCUDABlasLtHandle",
+                                    "getCurrentCUDASparseHandle", "getCurrentCUDASolverDnHandle"})  # fmt: skip
+# Looking an operator up in the dispatcher by name: its kernel can then be called past the profiler.
+DISPATCHER_LOOKUPS = frozenset({"findSchema", "findSchemaOrThrow", "findOp", "callBoxed"})
+# Resolving symbols or importing Python modules at run time: a name no import shows. No honest extension the
+# bundled corpus builds imports one (docs/architecture.md), so one is counted as library use that cannot be ruled out.
+RUNTIME_LOOKUPS = frozenset({"dlopen", "dlmopen", "dlsym", "dlvsym", "dladdr", "dladdr1", "dlinfo", "dl_iterate_phdr",
+                             "_r_debug", "_dl_find_object", "PyImport_Import", "PyImport_ImportModule",
+                             "PyImport_ImportModuleLevel", "PyImport_ImportModuleLevelObject",
+                             "PyImport_ImportModuleNoBlock", "PyImport_GetModule", "PyImport_AddModule",
+                             "PyImport_AddModuleObject", "Py_CompileString", "Py_CompileStringExFlags",
+                             "Py_CompileStringObject", "PyEval_EvalCode", "PyEval_EvalCodeEx"})  # fmt: skip
+RUNTIME_LOOKUP_PREFIXES = ("PyRun_",)
+NM_TIMEOUT_S = 60.0  # reading one extension's dynamic symbols (nm, binutils)
+EXTENSION_IMPORTS_SHOWN = 4  # library imports named in a flag's note (the rest counted)
+FLAG_NOTE_CHARS = 600  # one flag's note in a record at most (the child's are claims, bounded like errors)
+
 # --- explorer ----------------------------------------------------------------------------------
 EXPLORER_SOURCE_ENV = "KA_EXPLORER_SOURCE"  # how `kernel-archive explore` hands SOURCE to the Streamlit app
 EXPLORER_DEFAULT_PORT = 8501

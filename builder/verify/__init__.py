@@ -1,5 +1,5 @@
-"""The verification engine: trusted parent (engine, sandbox, compile, batching, pool, verdict) and the
-untrusted child (child, checks, timing, static_scan, baselines). See docs/architecture.md.
+"""The verification engine: trusted parent (engine, sandbox, compile, batching, pool, verdict, static_scan,
+extension_symbols) and the untrusted child (child, checks, timing, baselines). See docs/architecture.md.
 
 Imports are lazy so that `python -m builder.verify.child` in a sandbox pulls in only the child side.
 """

@@ -32,6 +32,7 @@ from builder.verify.build_queue import BuildQueue
 from builder.verify.clean_reference import ReferenceCache, process_reference_cache
 from builder.verify.compile import CompileResult, build_extension, default_cache_dir, recall_build, remember_members
 from builder.verify.evaluation import run_judged
+from builder.verify.extension_symbols import symbol_notes
 from builder.verify.hand_back import UnstartedWork, read_window
 from builder.verify.options import VerifyOptions
 from builder.verify.pool import EvalPool, PooledChild, build_job, child_env
@@ -58,8 +59,14 @@ def compile_candidate(candidate: Candidate, task: Task, options: VerifyOptions) 
         isolation=options.isolation)  # fmt: skip
 
 
-def _static_flags(candidate: Candidate) -> set[str]:
-    return verdict.known_flags(static_scan.scan(candidate.source, candidate.language))
+def _static_notes(candidate: Candidate, compiled: CompileResult) -> dict[str, str]:
+    """The flags the parent finds itself, each with what showed it: the source text and the built extension's
+    imports (library use past the dispatcher, which the child's profiler never sees)."""
+    notes = static_scan.scan_notes(candidate.source, candidate.language)
+    for flag, why in symbol_notes(compiled, candidate.source, candidate.language).items():
+        notes[flag] = f"{notes[flag]}; {why}" if flag in notes else why
+    known = verdict.known_flags(list(notes))
+    return {flag: why for flag, why in notes.items() if flag in known}
 
 
 def _extra_fields(options: VerifyOptions, task: Task) -> dict[str, Any]:
@@ -83,7 +90,7 @@ class Evaluated:
     compiled: CompileResult | None = None
     base: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
-    static_flags: set[str] = field(default_factory=set)
+    static_notes: dict[str, str] = field(default_factory=dict)
     status: str = ""
     error: str | None = None
     result: dict[str, Any] | None = None
@@ -104,7 +111,7 @@ def start_evaluation(compiled: CompileResult, candidate: Candidate, task: Task, 
     base = verdict.base_fields(candidate, task, options.backend)
     extra = _extra_fields(options, task)
     extra["compile_s"] = compiled.compile_s
-    static_flags = _static_flags(candidate)
+    static_notes = _static_notes(candidate, compiled)
     fitted = work_queues.fitting(candidate, options)
     if fitted is not options and pooled is not None:
         pooled.discard()  # started with fewer queues than this candidate's streams may need
@@ -114,7 +121,7 @@ def start_evaluation(compiled: CompileResult, candidate: Candidate, task: Task, 
         if pooled is not None:
             pooled.discard()
         status = "timeout" if compiled.timed_out else "compile_error"
-        record = verdict.assemble_record(base, status=status, error=compiled.error, static_flags=static_flags,
+        record = verdict.assemble_record(base, status=status, error=compiled.error, static_notes=static_notes,
                                          extra=extra)  # fmt: skip
         return Evaluated(record=attach_profiles(record, candidate, task, options, compiled))
     reference = (references or process_reference_cache()).get(task, options)
@@ -122,7 +129,7 @@ def start_evaluation(compiled: CompileResult, candidate: Candidate, task: Task, 
         if pooled is not None:
             pooled.discard()
         record = verdict.assemble_record(base, status="runtime_error", error=reference.error,
-                                         static_flags=static_flags, extra=extra)  # fmt: skip
+                                         static_notes=static_notes, extra=extra)  # fmt: skip
         return Evaluated(record=attach_profiles(record, candidate, task, options, compiled))
     prefix = config.SCRATCH_PREFIXES["evaluation"]
     scratch = pooled.scratch if pooled is not None else Path(tempfile.mkdtemp(prefix=prefix))
@@ -146,7 +153,7 @@ def start_evaluation(compiled: CompileResult, candidate: Candidate, task: Task, 
     else:
         status, error = str(result.get("status")), result.get("error")
     return Evaluated(candidate=candidate, task=task, options=options, compiled=compiled, base=base, extra=extra,
-                     static_flags=static_flags, status=status, error=error, result=result)  # fmt: skip
+                     static_notes=static_notes, status=status, error=error, result=result)  # fmt: skip
 
 
 def needs_baseline(evaluated: Evaluated) -> bool:
@@ -177,7 +184,7 @@ def finish_record(evaluated: Evaluated, baselines: BaselineCache | None = None) 
         phases = {**result["phase_s"], "parent_wait_for_baseline": round(time.monotonic() - waited, 4)}
         log.debug("evaluation phases of %s: %s", evaluated.candidate.kernel_name, json.dumps(phases))
     record = verdict.assemble_record(evaluated.base, status=evaluated.status, error=evaluated.error, result=result,
-                                     static_flags=evaluated.static_flags, baseline=baseline, extra=evaluated.extra)  # fmt: skip
+                                     static_notes=evaluated.static_notes, baseline=baseline, extra=evaluated.extra)  # fmt: skip
     assert evaluated.compiled is not None
     return attach_profiles(record, evaluated.candidate, task, options, evaluated.compiled)
 

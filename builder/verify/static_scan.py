@@ -1,21 +1,25 @@
 """Static scan of candidate source text (runs in the trusted parent: it only reads text).
 
-`scan(source, language) -> set[flag]`:
+`scan_notes(source, language) -> {flag: why}` (`scan` gives the flags alone):
 - `uses_torch_ops`: the source calls PyTorch/ATen compute ops or cuBLAS/cuDNN for its main work
   (matmul, convolution, linear, einsum, torch::nn::functional, ...). Allocation helpers (empty,
-  empty_like, zeros, ...) are fine; so is light glue when the file also has its own kernel or loops.
+  empty_like, zeros, ...) are fine; so is light glue when the file also has its own kernel or loops. A call
+  that skips the dispatcher (`at::cpu::tanh`, `at::_ops::mm::redispatch`, `at::native::...`), an operator looked up
+  by name, or a name resolved at run time (`dlsym`, a Python import from C++) counts whatever the operator.
 - `host_side_effects`: threads, processes (system/popen/fork/exec), file I/O, sockets, environment.
 
-C/C++/CUDA comments and string literals are blanked first, so a mention there never triggers.
-Python (`ModelNew` files) is scanned through its AST.
+C/C++/CUDA lines continued with a backslash are joined first (as the compiler does), then comments and string
+literals are blanked, so a mention there never triggers. Python (`ModelNew` files) is scanned through its AST
+(`static_scan_python.py`). What a text scan cannot see (names made by token pasting, say) the built extension's
+imports show (`extension_symbols.py`).
 """
 
 from __future__ import annotations
 
-import ast
 import re
 
-from builder import pyast
+from builder import config
+from builder.verify import aten_names
 
 _CPP_TOKENS = re.compile(
     r"""
@@ -28,26 +32,33 @@ _CPP_TOKENS = re.compile(
     re.DOTALL | re.VERBOSE,
 )
 
-# Heavy compute: whoever calls these has handed the main work to a library.
-_HEAVY_OPS = (
-    "matmul|mm|bmm|addmm|addbmm|baddbmm|addmv|mv|dot|einsum|linear|bilinear|tensordot|chain_matmul|"
-    "conv\\w*|_convolution|convolution\\w*|cudnn_\\w+|max_pool\\w*|avg_pool\\w*|adaptive_\\w*pool\\w*|"
-    "layer_norm|group_norm|batch_norm|instance_norm|rms_norm|softmax|log_softmax|scaled_dot_product_attention|"
-    "cross_entropy|nll_loss|mse_loss|kl_div|cumsum|cumprod|sort|topk|lstm|gru"
-)
+_HEAVY_OPS = aten_names.HEAVY_OPS
 _CPP_HEAVY = re.compile(
     rf"\b(?:at|torch)::(?:native::)?(?:{_HEAVY_OPS})\s*\("
     rf"|\.\s*(?:{_HEAVY_OPS})\s*\("
     r"|\btorch::nn::functional\b|\bF::\w+\s*\("
     r"|\bcublas\w*\s*\(|\bcublasLt\w*\s*\(|\bcudnn\w*\s*\(",
 )
+# ATen by a path past the dispatcher: a backend's namespace (`at::cpu::mm`, also named in a using-declaration or
+# taken by address), an operator's entry struct (`at::_ops::mm::call`), cuBLAS through ATen, CUTLASS's library.
+_S = r"\s*::\s*"
+_CPP_BACKEND = re.compile(rf"\bat{_S}(?P<ns>{'|'.join(sorted(config.ATEN_BACKEND_NAMESPACES))}){_S}(?P<name>\w+)")
+_CPP_OPS_ENTRY = re.compile(rf"\b_ops{_S}(?P<op>\w+)(?:{_S}(?P<entry>\w+))?")
+_CPP_LIBRARY = re.compile(
+    rf"\b(?:{'|'.join(config.LIBRARY_C_PREFIXES)})\w*\s*\("
+    rf"|\bat{_S}cuda{_S}(?:blas|solver){_S}|\bcutlass{_S}library{_S}"
+    rf"|\btorch{_S}jit{_S}(?:load|compile|Module|script)\b"
+    r"|\b(?:findSchemaOrThrow|findSchema|findOp)\s*\("
+)
+# Names resolved at run time, and Python reached from C++: what they call, no text shows.
+_CPP_RUNTIME = re.compile(
+    r"\b(?:dlsym|dlvsym|dlopen|dlmopen|dladdr1?|dlinfo|dl_iterate_phdr)\s*\("
+    r"|\b(?:PyImport_\w+|PyRun_\w+|PyEval_EvalCode\w*|Py_CompileString\w*)\s*\("
+    rf"|\bmodule_?{_S}import\s*\(|\bpy{_S}(?:eval|exec)\b"
+)
 # Any other ATen/torch op (not allocation): counts only when the file has no kernel/loops of its own.
-_CPP_ALLOCATION = {
-    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
-    "from_blob", "arange", "tensor", "scalar_tensor", "TensorOptions", "Tensor", "Scalar", "IntArrayRef",
-    "Device", "device", "dtype", "kFloat", "kHalf", "kBFloat16", "kInt", "kLong", "kCUDA", "kCPU",
-}  # fmt: skip
-_CPP_ANY_OP = re.compile(r"\b(?:at|torch)::(\w+)\s*\(")
+_CPP_ALLOCATION = config.TORCH_ALLOCATION_NAMES
+_CPP_ANY_OP = re.compile(r"\b(?:at|torch)::(\w+)\s*\(|\b_ops::(\w+)::call\s*\(")
 _CPP_OWN_WORK = re.compile(r"__global__|\bfor\s*\(|\bwhile\s*\(|#\s*pragma\s+omp|\bparallel_for\b")
 
 # remove/rename/open/bind/connect/... are also std:: algorithms and members: only free calls count.
@@ -78,133 +89,69 @@ def strip_comments_and_strings(source: str) -> str:
     return _CPP_TOKENS.sub(blank, source)
 
 
-def _scan_cpp(source: str) -> set[str]:
-    code = strip_comments_and_strings(source)
-    flags: set[str] = set()
-    if _CPP_HEAVY.search(code):
-        flags.add("uses_torch_ops")
-    elif not _CPP_OWN_WORK.search(code):
-        if any(op not in _CPP_ALLOCATION for op in _CPP_ANY_OP.findall(code)):
-            flags.add("uses_torch_ops")
-    if _CPP_SIDE_EFFECTS.search(code):
-        flags.add("host_side_effects")
-    return flags
+def code_of(source: str) -> str:
+    """The C/C++ code a compiler reads: continued lines joined (`m\\<newline>m` is `mm`), comments and strings
+    blanked."""
+    return strip_comments_and_strings(re.sub(r"\\\r?\n", "", source))
 
 
-# --- Python (ModelNew) --------------------------------------------------------------------------
-
-_PY_SIDE_EFFECT_MODULES = {
-    "subprocess", "socket", "threading", "multiprocessing", "concurrent", "asyncio", "shutil", "urllib",
-    "http", "requests", "ftplib", "smtplib", "ctypes", "pty", "signal", "tempfile", "pathlib", "io",
-}  # fmt: skip
-_PY_OS_CALLS = {
-    "system", "popen", "fork", "forkpty", "kill", "killpg", "spawnl", "spawnv", "spawnve", "spawnlp",
-    "execl", "execle", "execlp", "execv", "execve", "execvp", "execvpe", "getenv", "putenv", "setenv",
-    "unsetenv", "environ", "open", "remove", "unlink", "rename", "makedirs", "mkdir", "listdir", "walk",
-    "scandir", "posix_spawn", "getenvb", "environb",
-}  # fmt: skip
-_PY_BUILTIN_SIDE_EFFECTS = {"open", "exec", "eval", "__import__", "compile", "input", "breakpoint"}
-_PY_HEAVY = set(_HEAVY_OPS.replace("\\w*", "").replace("\\w+", "").split("|")) | {
-    "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
-    "LayerNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "MultiheadAttention",
-    "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
-    "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
-}  # fmt: skip
-_PY_NOT_COMPUTE = {
-    "manual_seed", "no_grad", "inference_mode", "is_tensor", "device", "Size", "cuda", "synchronize",
-    "randn", "rand", "randint", "randn_like", "rand_like", "randint_like", "randperm", "normal",
-    "get_rng_state", "set_rng_state", "equal", "is_floating_point", "empty_cache", "current_stream",
-}  # fmt: skip
-_PY_OWN_KERNEL_HINTS = ("load_inline", "cpp_extension", "triton", "cupy", "numba", "cuda.jit")
+def _said(match: re.Match[str]) -> str:
+    return " ".join(match.group(0).split()).replace(" ::", "::").replace(":: ", "::").rstrip("( ")
 
 
-def _dotted(node: ast.AST) -> str:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    return ".".join(reversed(parts))
-
-
-def _scan_python(source: str) -> set[str]:
-    try:
-        tree = pyast.parse(source)
-    except SyntaxError:
-        return set()  # the child reports the syntax error as compile_error
-    flags: set[str] = set()
-    heavy = False
-    own_kernel = any(hint in source for hint in _PY_OWN_KERNEL_HINTS)
-    extensions = _extension_names(tree)
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            if any(name.split(".")[0] in _PY_SIDE_EFFECT_MODULES for name in names):
-                flags.add("host_side_effects")
-            if isinstance(node, ast.ImportFrom) and node.module == "os":
-                if any(alias.name in _PY_OS_CALLS for alias in node.names):
-                    flags.add("host_side_effects")
-        elif isinstance(node, ast.Attribute):
-            dotted = _dotted(node)
-            if dotted.startswith("os.") and dotted.split(".")[1] in _PY_OS_CALLS:
-                flags.add("host_side_effects")
-            if dotted.startswith("sys.") and dotted.split(".")[1] in ("modules", "settrace", "setprofile"):
-                flags.add("host_side_effects")
-        elif isinstance(node, ast.Call):
-            name = _dotted(node.func)
-            last = name.split(".")[-1]
-            if name in _PY_BUILTIN_SIDE_EFFECTS:
-                flags.add("host_side_effects")
-            if extensions & set(name.split(".")):
-                continue  # a call into the candidate's own compiled extension
-            rooted = name.split(".")[0] in ("torch", "F", "nn", "functional")
-            if (rooted or "." in name) and last in _PY_HEAVY:
-                heavy = True
-        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
-            heavy = True
-    if heavy or (not own_kernel and _calls_torch_compute(tree)):
-        flags.add("uses_torch_ops")
-    return flags
-
-
-def _extension_names(tree: ast.AST) -> set[str]:
-    """Names (variables, attributes) bound to a module built by load_inline/load, directly or by copy."""
-    names: set[str] = set()
-    assignments = [n for n in ast.walk(tree) if isinstance(n, ast.Assign)]
-    for _ in range(3):  # follow `self.ext = ext` chains
-        for node in assignments:
-            value = node.value
-            builds = isinstance(value, ast.Call) and _dotted(value.func).split(".")[-1] in ("load_inline", "load")
-            copies = isinstance(value, (ast.Name, ast.Attribute)) and _dotted(value).split(".")[-1] in names
-            if builds or copies:
-                for target in node.targets:
-                    if isinstance(target, (ast.Name, ast.Attribute)):
-                        names.add(_dotted(target).split(".")[-1])
-    return names
-
-
-def _calls_torch_compute(tree: ast.AST) -> bool:
-    """Any torch.* call outside __init__ other than allocation, random fills and shape helpers (used
-    when no own kernel is in sight: then torch does the work)."""
-    allowed = _CPP_ALLOCATION | _PY_NOT_COMPUTE
-    for function in ast.walk(tree):
-        if not isinstance(function, ast.FunctionDef) or function.name == "__init__":
+def library_calls(code: str) -> list[str]:
+    """What in `code` (from `code_of`) hands work to a library whatever else the file does, as written there."""
+    found = [_said(m) for m in _CPP_HEAVY.finditer(code)]
+    for match in _CPP_BACKEND.finditer(code):
+        namespace, name = match.group("ns"), match.group("name")
+        if aten_names.is_glue(name):
             continue
-        for node in ast.walk(function):
-            if isinstance(node, ast.Call):
-                name = _dotted(node.func)
-                if (
-                    name.startswith("torch.")
-                    and not name.startswith("torch.nn.")
-                    and name.split(".")[-1] not in allowed
-                ):
-                    return True
-    return False
+        if namespace == "native" or name in config.LIBRARY_HANDLE_GETTERS or aten_names.is_op(name):
+            found.append(_said(match))
+    for match in _CPP_OPS_ENTRY.finditer(code):
+        op, entry = match.group("op"), match.group("entry")
+        # `call` goes through the dispatcher, as `at::mm` does: the heavy ones count whatever else the file does
+        # (the light ones where it has no work of its own). Any other entry skips the dispatcher.
+        wanted = aten_names.is_heavy(op) if entry == "call" else not aten_names.is_glue(op)
+        if wanted:
+            found.append(_said(match))
+    found += [_said(m) for m in _CPP_LIBRARY.finditer(code)]
+    found += [_said(m) for m in _CPP_RUNTIME.finditer(code)]
+    return list(dict.fromkeys(found))
+
+
+def _scan_cpp(source: str) -> dict[str, str]:
+    code = code_of(source)
+    notes: dict[str, str] = {}
+    calls = library_calls(code)
+    if calls:
+        notes["uses_torch_ops"] = "source calls " + _listed(calls)
+    elif not _CPP_OWN_WORK.search(code):
+        ops = [a or b for a, b in _CPP_ANY_OP.findall(code)]
+        others = [op for op in ops if op not in _CPP_ALLOCATION]
+        if others:
+            notes["uses_torch_ops"] = "source has no kernel or loop of its own and calls " + _listed(others)
+    side_effect = _CPP_SIDE_EFFECTS.search(code)
+    if side_effect:
+        notes["host_side_effects"] = f"source calls {_said(side_effect)}"
+    return notes
+
+
+def _listed(items: list[str]) -> str:
+    shown = items[: config.EXTENSION_IMPORTS_SHOWN]
+    more = len(items) - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more else "")
+
+
+def scan_notes(source: str, language: str) -> dict[str, str]:
+    """The flags the source text alone justifies ("cuda"/"cpp"/"c++" or "python"), each with what showed it."""
+    if language.lower() in ("python", "py"):
+        from builder.verify.static_scan_python import scan_python  # it reads C++ in strings with this module
+
+        return scan_python(source)
+    return _scan_cpp(source)
 
 
 def scan(source: str, language: str) -> set[str]:
     """Flags the source text alone justifies ("cuda"/"cpp"/"c++" or "python")."""
-    if language.lower() in ("python", "py"):
-        return _scan_python(source)
-    return _scan_cpp(source)
+    return set(scan_notes(source, language))

@@ -69,6 +69,18 @@ def known_flags(flags: Any) -> set[str]:
     return {flag for flag in flags if isinstance(flag, str) and flag in vocabulary}
 
 
+def flag_notes(flags: set[str], parent: dict[str, str], child: Any) -> str | None:
+    """JSON text {flag: why} for the record's flags: what the parent found (source, extension imports) first, then
+    the child's claim (untrusted text: kept only for a flag the record has, each bounded)."""
+    claims = child if isinstance(child, dict) else {}
+    notes = {}
+    for flag in sorted(flags):
+        parts = [str(why) for why in (parent.get(flag), claims.get(flag)) if isinstance(why, str) and why]
+        if parts:
+            notes[flag] = bounded("; ".join(dict.fromkeys(parts)), config.FLAG_NOTE_CHARS)
+    return json.dumps(notes) if notes else None
+
+
 def speedup(baseline_ms: float | None, runtime_ms: float | None) -> float | None:
     if baseline_ms is None or not runtime_ms or runtime_ms <= 0:
         return None
@@ -112,14 +124,17 @@ def assemble_record(
     error: str | None = None,
     result: dict[str, Any] | None = None,
     static_flags: set[str] = frozenset(),
+    static_notes: dict[str, str] | None = None,
     baseline: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> KernelRecord:
     """Build the record. `result` is the child's result JSON (evaluate mode), `baseline` the cached
-    baseline JSON; `extra` holds fields set by the engine (environment, seeds, isolation, timings)."""
+    baseline JSON; `extra` holds fields set by the engine (environment, seeds, isolation, timings);
+    `static_notes` the flags the parent found itself (`static_flags` without their notes), each with why."""
     fields = dict(base)
     fields.update(extra or {})
-    flags = set(static_flags)
+    static_notes = static_notes or {}
+    flags = set(static_flags) | known_flags(list(static_notes))
     result = result or {}
     if result:
         flags |= known_flags(result.get("flags"))
@@ -154,6 +169,7 @@ def assemble_record(
     fields.update(
         status=status,
         flags=sorted(flags),
+        flag_notes=flag_notes(flags, static_notes, result.get("flag_notes")),
         ranking_eligible=ranking_eligible(status, flags),
         error=bounded(error),
     )

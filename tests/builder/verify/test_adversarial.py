@@ -191,6 +191,9 @@ def assert_verdict(fixture: str, outcome: dict) -> None:
         assert record["max_diff"] is not None and record["max_diff"] > spec["max_diff_above"], record["max_diff"]
     if "error_contains" in spec:
         assert spec["error_contains"] in (record["error"] or ""), record["error"]
+    for flag, text in spec.get("note_contains", {}).items():
+        notes = json.loads(record["flag_notes"] or "{}")
+        assert text in notes.get(flag, ""), f"{fixture}: flag_notes {notes}, expected {flag} to name {text!r}"
     if "min_speedup_eager" in spec:
         print(f"{fixture}: runtime {record['runtime_ms']} ms, eager {record['eager_ms']} ms, "
               f"torch.compile {record['compile_ms']} ms, speedup vs eager {record['speedup_eager']}")  # fmt: skip

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from builder.verify.static_scan import scan, strip_comments_and_strings
+from builder.verify.static_scan import scan, scan_notes, strip_comments_and_strings
 
 KERNEL = """
 #include <torch/extension.h>
@@ -151,3 +151,137 @@ def test_python_without_own_kernel_doing_torch_compute_is_flagged():
 
 def test_python_syntax_error_yields_no_flags():
     assert scan("def broken(:\n", "python") == set()
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "auto r = at::cpu::mm(x, x);",
+        "auto r = at::cuda::tanh(x);",
+        "auto r = at :: cpu :: mm(x, x);",
+        "using at::cpu::mm;",
+        "auto f = &at::cpu::addmm;",
+        "auto r = at::native::tanh(x);",
+        "auto r = at::compositeexplicitautograd::linear(x, x);",
+        "auto r = at::_ops::mm::call(x, x);",
+        "auto r = at::_ops::tanh::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), x);",
+        "auto r = at::_ops::relu::typed_handle();",
+        "auto r = at::redispatch::relu(c10::DispatchKeySet(c10::DispatchKey::CPU), x);",
+        "auto r = at::cpu::m\\\nm(x, x);",  # a continued line: the compiler reads mm
+        "at::cuda::blas::gemm<float>('n', 'n', 1, 1, 1, 1.f, p, 1, p, 1, 0.f, p, 1);",
+        "auto h = at::cuda::getCurrentCUDABlasHandle();",
+        "cufftExecC2C(plan, a, b, CUFFT_FORWARD);",
+        "cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 1, 1, 1, 1.f, p, 1, p, 1, 0.f, p, 1);",
+        'void* f = dlsym(RTLD_DEFAULT, "name");',
+        'auto torch_module = pybind11::module_::import("torch");',
+        'auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::mm", "");',
+    ],
+)
+def test_library_past_the_dispatcher_is_uses_torch_ops_whatever_else_the_file_does(line):
+    notes = scan_notes(with_body(line), "cuda")
+    assert "uses_torch_ops" in notes and notes["uses_torch_ops"].startswith("source calls")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "auto props = at::cuda::getCurrentDeviceProperties();",
+        "auto stream = at::cuda::getCurrentCUDAStream();",
+        "bool avx = at::cpu::is_avx2_supported();",
+        "auto e = at::cuda::empty({4}, x.options());",
+        "auto r = at::_ops::empty_like::call(x, {}, {}, {}, {}, {});",
+        "cuda::std::array<int, 2> a{}; int m = cuda::std::max(1, 2); auto s = cuda::maximum<>{}(1, 2);",
+        "auto r = at::_ops::tanh::call(x);",  # through the dispatcher and light: glue beside an own kernel
+    ],
+)
+def test_helpers_in_the_same_namespaces_are_not_library_use(line):
+    assert scan(with_body(line), "cuda") == set()
+
+
+def test_notes_say_what_showed_a_flag():
+    notes = scan_notes(with_body("auto r = at::matmul(x, x); const char* h = getenv(n);"), "cuda")
+    assert notes == {"uses_torch_ops": "source calls at::matmul", "host_side_effects": "source calls getenv"}
+
+
+PY_PLAIN = """
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+ext = load_inline(name="k", cpp_sources=CPP, functions=["forward"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        return ext.forward(a, b)
+"""
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "import torch as T\n__BODY__return T.mm(a, b)",
+        "from torch import mm as product\n__BODY__return product(a, b)",
+        "from torch.nn.functional import linear\n__BODY__return linear(a, b)",
+        "import torch.nn.functional as G\n__BODY__return G.conv2d(a, b)",
+        "MM = torch.mm\n__BODY__return MM(a, b)",
+        "__BODY__self.op = getattr(torch, 'm' + 'm')\n        return self.op(a, b)",
+        "__BODY__return getattr(torch, 'matmul')(a, b)",
+        "__BODY__name = 'mm'\n        return getattr(torch, name)(a, b)",
+        "__BODY__return torch.ops.aten.mm.default(a, b)",
+        "import functools\n__BODY__return functools.partial(torch.mm, a)(b)",
+        "__BODY__return a.__matmul__(b)",
+        "t = __import__('torch')\n__BODY__return t.mm(a, b)",
+        "from torch import *\n__BODY__return mm(a, b)",
+        'CPP = "torch::Tensor forward(torch::Tensor a, torch::Tensor b) { return at::cpu::mm(a, b); }"\n__BODY__'
+        "return ext.forward(a, b)",
+    ],
+)
+def test_python_torch_calls_are_seen_through_aliases_getattr_and_strings(change):
+    head, body = change.split("__BODY__")
+    source = PY_PLAIN.replace("from torch.utils", head + "\nfrom torch.utils")
+    source = source.replace("        return ext.forward(a, b)", "        " + body)
+    assert "uses_torch_ops" in scan_notes(source, "python"), source
+
+
+def test_python_light_torch_call_by_alias_without_own_kernel_is_flagged():
+    source = "import torch as T\nclass ModelNew:\n    def forward(self, x):\n        return T.tanh(x)\n"
+    assert scan_notes(source, "python") == {"uses_torch_ops": "source has no kernel of its own and calls torch.tanh"}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        '__BODY__"""A docstring that mentions at::cpu::mm(a, b)."""\n        return ext.forward(a, b)',
+        "import torch as T\n__BODY__out = T.empty_like(a)\n        return ext.forward(a, out)",
+        "__BODY__torch.backends.cudnn.allow_tf32 = False\n        return ext.forward(a, getattr(torch, 'float32'))",
+        'CPP = "torch::Tensor forward(torch::Tensor a) { auto o = torch::empty_like(a); return o; }"\n__BODY__'
+        "return ext.forward(a, b)",
+    ],
+)
+def test_python_honest_aliases_and_strings_stay_clean(change):
+    head, body = change.split("__BODY__")
+    source = PY_PLAIN.replace("from torch.utils", head + "\nfrom torch.utils")
+    source = source.replace("        return ext.forward(a, b)", "        " + body)
+    assert scan_notes(source, "python") == {}, source
+
+
+def test_every_bundled_candidate_and_fixture_keeps_its_source_flags():
+    """The source scan's flags of the bundled corpus are within what each candidate declares (its manifest's
+    flags), and of each adversarial fixture within what fixtures.json allows."""
+    import json
+    from pathlib import Path
+
+    from builder.generate.bundled import tomllib
+
+    repo = Path(__file__).resolve().parents[3]
+    language = {".cu": "cuda", ".cpp": "cpp", ".py": "python"}
+    for manifest in (repo / "data" / "candidates").rglob("candidates.toml"):
+        for entry in tomllib.loads(manifest.read_text())["candidate"]:
+            path = manifest.parent / entry["file"]
+            assert scan(path.read_text(), language[path.suffix]) <= set(entry.get("flags", [])), path
+    fixtures = repo / "tests" / "fixtures" / "candidates"
+    for name, spec in json.loads((fixtures / "fixtures.json").read_text())["fixtures"].items():
+        allowed = set(spec["flags"]) | set(spec.get("flags_any", [])) | set(spec.get("optional_flags", []))
+        path = fixtures / name
+        assert scan(path.read_text(), language[path.suffix]) <= allowed, name
