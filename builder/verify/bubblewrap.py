@@ -107,10 +107,14 @@ def interpreter_paths() -> list[Path]:
     names = [Path(sys.executable).parent, Path(sys.executable).resolve().parent, config.REPO_ROOT]
     names += [Path(prefix) for prefix in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)]
     names += [Path(entry) for entry in sys.path if entry and os.path.isabs(entry)]
+    # The tools a build runs (ninja, the compilers) come from the PATH the sandbox is given (`sandbox_env`).
+    names += [Path(entry) for entry in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(entry)]
     found = [Path(os.path.abspath(name)) for name in names]
     found += [name.resolve() for name in found]
     hidden = hidden_paths()
-    return [path for path in dict.fromkeys(found) if not any(path == h or h in path.parents for h in hidden)]
+    # /tmp itself (a PATH or sys.path entry, a cwd) never: the sandbox's /tmp stays its own.
+    return [path for path in dict.fromkeys(found)
+            if path != Path("/tmp") and not any(path == h or h in path.parents for h in hidden)]  # fmt: skip
 
 
 def outermost(paths: Iterable[Path]) -> list[Path]:
