@@ -31,7 +31,9 @@ SUSPECT_LINES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
          r"|^.*Error while finding module specification for 'builder\..*$"),
         ("no space left on the device", r"^.*(?:No space left on device|\[Errno 28\]|ENOSPC).*$"),
         ("the compiler was killed by a signal",
-         r"^.*(?:Killed signal terminated program|died due to signal|ka-compiler: .* killed by signal).*$"),
+         r"^.*(?:Killed signal terminated program|died due to signal|ka-compiler: .* killed by signal"
+         # a tool run for its version or a check: a signal's death, directly or through a shell (128 + signal)
+         r"|returned non-zero exit status (?:129|1[3-8]\d|19[0-2])\b|died with <Signals\.SIG\w+).*$"),
         ("a compiler or build tool is missing",
          r"^.*(?:Ninja is required|No such file or directory: '(?:c\+\+|g\+\+|gcc|cc|clang\+\+|nvcc|ninja)'"
          r"|(?:c\+\+|g\+\+|nvcc|ninja): (?:command )?not found|CUDA_HOME environment variable is not set"

@@ -57,7 +57,7 @@ def run_control(options: VerifyOptions, fresh: bool) -> str | None:
     try:
         compiled = compile_candidate(candidate, task, options)
         if not compiled.ok:
-            return f"{where} did not compile: {_first_line(compiled.error)}"
+            return f"{where} did not compile: {compiled.infrastructure or _first_line(compiled.error)}"
         evaluated = start_evaluation(compiled, candidate, task, options, None, ReferenceCache())
     except OSError as exc:
         return f"{where} could not be run: {exc}"
