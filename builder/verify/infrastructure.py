@@ -25,9 +25,9 @@ if TYPE_CHECKING:
 SUSPECT_LINES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (what, re.compile(pattern, re.MULTILINE))
     for what, pattern in (
-        ("the sandbox did not start", r"^bwrap: .*$"),
+        ("the sandbox did not start", r"^.*\bbwrap: .*$"),
         ("the sandbox's interpreter cannot import the builder or torch",
-         r"^(?:ModuleNotFoundError: )?No module named '?(?:builder|torch|schemas)\b.*$"
+         r"^.*No module named '?(?:torch|schemas|builder(?:\.[\w.]+)?)'?$"
          r"|^.*Error while finding module specification for 'builder\..*$"),
         ("no space left on the device", r"^.*(?:No space left on device|\[Errno 28\]|ENOSPC).*$"),
         ("the compiler was killed by a signal",
