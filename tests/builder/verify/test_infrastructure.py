@@ -233,3 +233,10 @@ def test_the_control_kernel_is_a_known_good_bundled_candidate():
     for backend in ("cpu", "cuda"):
         candidate, task = preflight.control_pair(backend)
         assert task.id == "1/19" and "forward" in candidate.source
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fresh", [False, True], ids=["preflight", "confirm"])
+def test_the_cuda_control_kernel_passes_on_a_working_gpu_box(tmp_path, fresh):
+    options = VerifyOptions(backend="cuda", build_cache_dir=tmp_path / "builds", baseline_cache_dir=tmp_path / "b")
+    assert preflight.run_control(options, fresh=fresh) is None
