@@ -280,6 +280,16 @@ BASELINE_WARM_WORKERS = 4  # eager + torch.compile baselines of one task (induct
 # inductor's compile threads in a baseline child: its default worker processes cost the cores the first builds need.
 BASELINE_COMPILE_THREADS = 1  # the code it makes, and its timing, is the same (benchmarks/probe_baseline_compile.py)
 SEED_BITS = 63  # seeds are secrets.randbits(SEED_BITS), drawn per build
+# The builder's own failures (builder/verify/infrastructure.py): a build stops once this many pairs in a row failed
+# that way, each confirmed by the control kernel failing too; their pairs wait, unrecorded, for the next run.
+INFRA_CONSECUTIVE_FAILURES_MAX = 3
+# The control kernel: a known-good bundled candidate of a cheap task (relu), from the checkout's own data (not
+# KA_DATA_DIR's, which a build may point at a corpus without it).
+INFRA_CONTROL_TASK_FILE = REPO_ROOT / "data" / "tasks" / "level1" / "19_relu.py"
+INFRA_CONTROL_FILES = {"cpu": REPO_ROOT / "data" / "candidates" / "cpu" / "level1" / "19_relu" / "naive.cpp",
+                       "cuda": REPO_ROOT / "data" / "candidates" / "cuda" / "level1" / "19_relu" / "naive_grid_stride.cu"}  # fmt: skip
+PREFLIGHT_CACHE_SUBDIR = "preflight"  # under CACHE_DIR: one file per environment whose control kernel passed
+PREFLIGHT_MAX_AGE_S = 7 * 24 * 3600.0  # a passed preflight is believed this long for the same environment
 
 # --- library use seen by the parent (builder/verify/static_scan.py, extension_symbols.py, aten_names.py) ----------
 # Names a candidate may call in ATen for allocation and shapes without it counting as library work (with the

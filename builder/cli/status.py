@@ -24,6 +24,7 @@ def status(build_dir: Path = typer.Argument(..., help="A build directory made by
             f"{build_dir}: build running (pid {live.get('pid')}): {live.get('stored', 0)} stored this run, "
             f"{live.get('in_flight', 0)} in flight, {live.get('remaining', 0)} remaining, "
             f"{live.get('kernels_per_hour', 0):.0f} kernels/h; by status {live.get('by_status', {})}"
+            + (f"; {live['waiting']} waiting after a failure of the builder's machinery" if live.get("waiting") else "")
         )
         return
     table = Table(title=f"{build_dir}: {report.total} record(s)")
@@ -47,6 +48,11 @@ def status(build_dir: Path = typer.Argument(..., help="A build directory made by
             + (f", {took:.0f}s" if took is not None else "")
             + f", {counts.get('stored', 0)} stored, {counts.get('resumed', 0)} resumed"
         )
+    if report.waiting:
+        latest = report.waiting[0]
+        console.print(f"waiting after a failure of the builder's machinery (no record; a rerun retries them): "
+                      f"{len(report.waiting)} pair(s); latest, {latest['failures']} failure(s) of "
+                      f"{latest['task_id']} {latest['kernel_id']}: {latest['reason']}", markup=False)  # fmt: skip
     rate = report.throughput_per_hour()
     console.print(f"throughput: {rate:.0f} kernels/h" if rate is not None else "throughput: no finished run yet")
     if report.builds and report.builds[-1]["state"] in ("running", "interrupted", "failed"):

@@ -46,12 +46,14 @@ def verify(
     profile: bool = typer.Option(False, "--profile/--no-profile", help="Also run clang-tidy and Nsight Compute."),
     as_json: bool = typer.Option(False, "--json", help="Print the record as one JSON object."),
 ) -> None:
-    """Compile and verify one candidate against its task; exit 0 whenever a record was produced."""
+    """Compile and verify one candidate against its task; exit 0 whenever a record was produced (75 where the
+    builder's own machinery failed: no verdict)."""
     from builder import config
     from builder.redaction import known_secrets, redact_record
     from builder.verify import sandbox
     from builder.verify.engine import VerifyOptions
     from builder.verify.engine import verify as run_verify
+    from builder.verify.preflight import preflight
     from schemas import record_to_dict
 
     for name, value in (("--timeout", timeout), ("--compile-timeout", compile_timeout), ("--trials", trials)):
@@ -72,6 +74,7 @@ def verify(
     )
     if sandbox.resolve_isolation() == "process":
         typer.echo("warning: bubblewrap is not usable here: candidates run with process isolation only", err=True)
+    preflight(options)  # the control kernel first: a broken sandbox or toolchain is one line, not a verdict
     record = run_verify(cand, chosen_task, options)
     # Printed records end up in issues and files: redacted of the builder's secrets as an archive's are.
     record = redact_record(record, known_secrets())

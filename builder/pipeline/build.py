@@ -4,6 +4,11 @@ The orchestrator is the only writer of the store. Every finished record is commi
 arrives, so a `kill -9` loses only kernels in flight; rerunning the same command skips the
 (task_id, kernel_id) pairs already stored (their stored records are still handed back to the generator,
 so an LLM run resumes with the verdicts it had).
+
+Before the first candidate the executor's preflight runs a known-good control kernel through the real machinery
+(builder/verify/preflight.py). A pair whose try the builder's own machinery failed (the executor yields an
+`InfrastructureFailure`, never a record) is noted in the store's `waiting` table and tried again; after
+`config.INFRA_CONSECUTIVE_FAILURES_MAX` such failures in a row the build stops with `ExitCode.INFRASTRUCTURE`.
 """
 
 from __future__ import annotations
@@ -19,11 +24,12 @@ from typing import Any
 
 from builder import config
 from builder.candidates import Candidate
-from builder.errors import NoGpuError, UsageError
+from builder.errors import InfrastructureError, NoGpuError, UsageError
 from builder.pipeline.executors import ExecutorSettings, injected_engine, make_executor, make_verify_options
 from builder.pipeline.progress import BuildCounters, ProgressView
 from builder.pipeline.store import Store, write_progress_snapshot
 from builder.tasks import Task, load_suite
+from builder.verify.infrastructure import InfrastructureFailure
 
 GENERATOR_CHOICES = ("auto", "bundled", "llm", "import")
 
@@ -100,6 +106,7 @@ class Orchestrator:
         self.show_progress = show_progress
         self.counters = BuildCounters()
         self.notes: list[str] = []
+        self.failures_in_a_row = 0  # of the machinery, since the last stored record
 
     def _select_tasks(self) -> list[Task]:
         suite = load_suite(self.params.suite)
@@ -160,11 +167,15 @@ class Orchestrator:
             baseline_cache_dir=params.out / "baselines",
         )
         settings = ExecutorSettings(params.backend, params.gpus, params.compile_workers, params.ray_address)
-        generator = self._make_generator(store)
-        store.add_secrets(generator.secrets())
-        by_id = {t.id: t for t in tasks}
         executor = make_executor(params.executor, options, settings)
+        self.counters.waiting = len(store.waiting())  # left by an earlier run: tried again below
         try:
+            preflight = getattr(executor, "preflight", None)
+            if callable(preflight):  # before any candidate: a broken machine stores nothing
+                preflight()
+            generator = self._make_generator(store)
+            store.add_secrets(generator.secrets())
+            by_id = {t.id: t for t in tasks}
             with ProgressView(self.counters, enabled=self.show_progress) as view:
                 stream = generator.run(tasks)
                 try:
@@ -208,13 +219,37 @@ class Orchestrator:
                 continue
             pairs.append((candidate, task))
         view.update()
-        for record in executor.stream(self._submitted(pairs)):
-            if store.add_record(record):
-                self.counters.add(record)
-            records.append(record)
-            self._snapshot("running")
-            view.update()
+        while pairs:  # the pairs the machinery failed go round again (a stored record ends a run of failures)
+            failed: list[tuple[Candidate, Task]] = []
+            for item in executor.stream(self._submitted(pairs)):
+                if isinstance(item, InfrastructureFailure):
+                    failed.append((item.candidate, item.task))
+                    self._machinery_failed(store, item)
+                else:
+                    self.failures_in_a_row = 0
+                    if store.add_record(item):
+                        self.counters.add(item)
+                    if self.counters.waiting:  # the record took its pair off the waiting list
+                        self.counters.waiting = len(store.waiting())
+                    records.append(item)
+                self._snapshot("running")
+                view.update()
+            pairs = failed
         return records
+
+    def _machinery_failed(self, store: Store, failure: InfrastructureFailure) -> None:
+        """A pair the builder's machinery failed: noted as waiting (no record); the build stops after
+        `config.INFRA_CONSECUTIVE_FAILURES_MAX` in a row."""
+        store.note_waiting(failure.task_id, failure.kernel_id, failure.reason)
+        self.counters.machinery_failures += 1
+        self.counters.waiting = len(store.waiting())
+        self.failures_in_a_row += 1
+        if self.failures_in_a_row >= config.INFRA_CONSECUTIVE_FAILURES_MAX:
+            raise InfrastructureError(
+                f"the build stopped: the builder's own machinery failed {self.failures_in_a_row} times in a row, "
+                f"lately with {failure.kernel_name} on task {failure.task_id}: {failure.reason}; "
+                f"{self.counters.waiting} pair(s) wait unrecorded (`kernel-archive status`), rerun the build to retry"
+            )
 
     def _submitted(self, pairs: list[tuple[Candidate, Task]]) -> Iterator[tuple[Candidate, Task]]:
         # Counted as the executor pulls them, so "in flight" means handed over and not yet stored.

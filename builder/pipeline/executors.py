@@ -104,6 +104,12 @@ class LocalExecutor:
                 extra[name] = value
         return verifier_cls(self.options, **extra)
 
+    def preflight(self) -> None:
+        """The engine's control kernel before the first candidate (an injected verifier may have none)."""
+        check = getattr(self.verifier, "preflight", None)
+        if callable(check):
+            check()
+
     def stream(self, pairs: Iterable[tuple[Candidate, Task]]) -> Iterator[Any]:
         yield from self.verifier.stream(pairs)
 

@@ -25,6 +25,8 @@ class BuildCounters:
     submitted: int = 0  # handed to the executor
     stored: int = 0  # finished and committed in this run
     no_task: int = 0  # candidates naming a task the run does not have
+    machinery_failures: int = 0  # pairs handed back because the builder's machinery failed (retried, no record)
+    waiting: int = 0  # pairs whose last try the machinery failed, now waiting for their next
     by_status: Counter = field(default_factory=Counter)
     by_level_status: Counter = field(default_factory=Counter)  # (level, status) -> n
     compile_s: float = 0.0
@@ -39,7 +41,7 @@ class BuildCounters:
 
     @property
     def in_flight(self) -> int:
-        return self.submitted - self.stored
+        return self.submitted - self.stored - self.machinery_failures
 
     @property
     def remaining(self) -> int:
@@ -69,6 +71,8 @@ class BuildCounters:
             "in_flight": self.in_flight,
             "remaining": self.remaining,
             "no_task": self.no_task,
+            "machinery_failures": self.machinery_failures,
+            "waiting": self.waiting,
             "by_status": dict(self.by_status),
             "elapsed_s": round(self.elapsed_s, 3),
             "kernels_per_hour": round(self.kernels_per_hour(), 2),

@@ -21,11 +21,12 @@ from typing import Any
 
 from builder import config
 from builder.candidates import Candidate
-from builder.errors import NoGpuError, UsageError
+from builder.errors import InfrastructureError, NoGpuError, UsageError
 from builder.pipeline.executors import ExecutorSettings, injected_engine, make_executor, make_verify_options
 from builder.pipeline.reverify import build_report, render_markdown
 from builder.redaction import known_secrets, redact_record
 from builder.tasks import Task, load_suite
+from builder.verify.infrastructure import InfrastructureFailure
 
 REPORT_JSON, REPORT_MD, RECORDS_PARQUET = "report.json", "report.md", "records.parquet"
 PROGRESS_JSONL = "records.jsonl"  # one new record a line, appended as each arrives: a rerun resumes from it
@@ -186,7 +187,11 @@ def _verify(pairs: list[tuple[Candidate, Task]], backend: str, params: ReverifyP
         with progress:
             bar = progress.add_task("re-verifying", total=len(pairs))
             hidden = known_secrets()  # its report and records are published like an archive (redaction.py)
+            executor.preflight()  # a broken machine would re-verify nothing: one line, before the first candidate
             for record in executor.stream(iter(pairs)):
+                if isinstance(record, InfrastructureFailure):  # not journaled: the next run retries it
+                    raise InfrastructureError(f"re-verification stopped, {record.kernel_name} on task "
+                                              f"{record.task_id} was not verified: {record.reason}")  # fmt: skip
                 record = redact_record(record, hidden)
                 records.append(record)
                 journal.write(json.dumps(record_to_dict(record), default=str) + "\n")

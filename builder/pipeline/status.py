@@ -20,6 +20,7 @@ class BuildStatus:
     by_flag: dict[str, int]
     builds: list[dict[str, Any]]
     tasks_without_records: list[str] = field(default_factory=list)
+    waiting: list[dict[str, Any]] = field(default_factory=list)  # pairs the machinery failed, latest first
     live: dict[str, Any] | None = None  # progress.json of a running build (database locked)
 
     def throughput_per_hour(self) -> float | None:
@@ -48,11 +49,13 @@ def read_status(build_dir: Path) -> BuildStatus:
         flags = con.execute("SELECT f, count(*) FROM (SELECT unnest(flags) AS f FROM records) GROUP BY f").fetchall()
         builds = store.builds()
         stored_tasks = {r[0] for r in con.execute("SELECT DISTINCT task_id FROM records").fetchall()}
+        waiting = store.waiting()
     status = BuildStatus(
         total=sum(n for _, _, n in rows),
         by_level_status={(level, s): n for level, s, n in rows},
         by_flag=dict(flags),
         builds=builds,
+        waiting=waiting,
     )
     status.tasks_without_records = _tasks_without_records(builds, stored_tasks)
     return status

@@ -7,6 +7,9 @@ Tables
 - `builds`: one row per run of `kernel-archive build` (parameters, seed policy and seeds, start/finish,
   counts).
 - `baselines`: eager / torch.compile reference times per (task, backend, device), cached across runs.
+- `waiting`: (task_id, kernel_id) pairs whose last try the builder's own machinery failed (its sandbox,
+  compiler, disk or device: builder/verify/infrastructure.py), with why and how often; no record was stored for
+  them, and a rerun tries them again. A pair leaves the table when its record is stored.
 """
 
 from __future__ import annotations
@@ -136,6 +139,11 @@ class Store:
                 task_id VARCHAR, backend VARCHAR, device VARCHAR, eager_ms DOUBLE, compile_ms DOUBLE,
                 recorded_at VARCHAR, PRIMARY KEY (task_id, backend, device))"""
         )
+        self.con.execute(
+            """CREATE TABLE IF NOT EXISTS waiting (
+                task_id VARCHAR, kernel_id VARCHAR, reason VARCHAR, failures INTEGER, last_at VARCHAR,
+                PRIMARY KEY (task_id, kernel_id))"""
+        )
         self._add_missing_columns()
 
     def _add_missing_columns(self) -> None:
@@ -167,6 +175,9 @@ class Store:
             ).fetchall()[0][0]
             if before == 0:
                 self.con.execute(f"INSERT INTO records ({names}) VALUES ({placeholders})", values)
+                if self._has_table("waiting"):
+                    self.con.execute("DELETE FROM waiting WHERE task_id = ? AND kernel_id = ?",
+                                     [data["task_id"], data["kernel_id"]])  # fmt: skip
                 if data.get("eager_ms") is not None or data.get("compile_ms") is not None:
                     self._cache_baseline(data)
             self.con.execute("COMMIT")
@@ -174,6 +185,28 @@ class Store:
             self.con.execute("ROLLBACK")
             raise
         return before == 0
+
+    # -- pairs the machinery failed --------------------------------------------------------------
+    def note_waiting(self, task_id: str, kernel_id: str, reason: str) -> None:
+        """A pair whose try the builder's machinery failed: no record, and a retry to come."""
+        redacted = redact_fields({"error": reason}, self.secrets)["error"]
+        self.con.execute(
+            "INSERT INTO waiting VALUES (?, ?, ?, 1, ?) ON CONFLICT (task_id, kernel_id) DO UPDATE SET "
+            "reason = excluded.reason, failures = waiting.failures + 1, last_at = excluded.last_at",
+            [task_id, kernel_id, redacted, utc_now()],
+        )
+
+    def waiting(self) -> list[dict[str, Any]]:
+        """The pairs waiting after a failure of the machinery, latest first (none in a store made before the table)."""
+        if not self._has_table("waiting"):
+            return []
+        rel = self.con.execute("SELECT * FROM waiting ORDER BY last_at DESC, task_id, kernel_id")
+        names = [d[0] for d in rel.description]
+        return [dict(zip(names, row, strict=True)) for row in rel.fetchall()]
+
+    def _has_table(self, name: str) -> bool:
+        query = "SELECT count(*) FROM information_schema.tables WHERE table_name = ?"
+        return bool(self.con.execute(query, [name]).fetchall()[0][0])
 
     def insert_arrow(self, table: Any) -> int:
         """Bulk-insert an Arrow table of records (imports, benchmarks) in one transaction; existing keys are kept.

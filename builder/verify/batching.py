@@ -333,6 +333,10 @@ def compile_many(
         language = sources[group[0][0]][1]
         source = shared_source([w for _, w in group], names)
         shared = build(source, language)
+        if not shared.ok and shared.infrastructure:  # the machinery failed, not a member: bisecting would not help
+            for index, _ in group:
+                finish(index, replace(shared, batch_size=len(group)))
+            return
         if not shared.ok and (culprits := blame(shared, source)) & {index for index, _ in group}:
             # the log names who failed: they are built alone (their own message), the rest together again
             rest = [member for member in group if member[0] not in culprits]

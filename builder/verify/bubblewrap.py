@@ -13,8 +13,9 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from builder import config
@@ -74,11 +75,15 @@ def bwrap_args(
     for entry in PROC_READ_ONLY:  # host-wide settings that a root uid may write without any capability
         args += ["--ro-bind-try", entry, entry]
     args += ["--tmpfs", "/tmp"]
-    # Binds come after --tmpfs /tmp so what the child needs under /tmp shows through the private /tmp:
-    # read-only inputs first (libraries, task files), then the writable dirs (which may lie inside them).
-    for path in dict.fromkeys(Path(p).resolve() for p in ro_binds):
-        if _under_tmp(path) and path.exists():
-            args += ["--ro-bind", str(path), str(path)]
+    # Binds come after --tmpfs /tmp so what the child needs under /tmp shows through the private /tmp: the
+    # interpreter's own files and the checkout first, then read-only inputs (libraries, task files), then the
+    # writable dirs (which may lie inside them).
+    shown = [*interpreter_paths(), *(Path(p).resolve() for p in ro_binds)]
+    for path in outermost(path for path in shown if _under_tmp(path) and path.exists()):
+        args += ["--ro-bind", str(path), str(path)]
+    for secret in hidden_paths():  # a checkout or venv bound above must not show a secret kept inside it again
+        if _under_tmp(secret) and any(root in secret.parents for root in shown):
+            args += ["--tmpfs", str(secret)] if secret.is_dir() else ["--ro-bind", "/dev/null", str(secret)]
     for path in [*([scratch] if scratch else []), *extra_binds]:
         path = Path(path).resolve()  # bwrap would resolve a relative source against its own cwd
         args += ["--bind", str(path), str(path)]
@@ -90,6 +95,35 @@ def bwrap_args(
         # and change torch, a task file or another candidate's build. Started by anyone else, it leaves none.
         args += ["--cap-drop", "ALL"]
     return args
+
+
+def interpreter_paths() -> list[Path]:
+    """What a child's `python -m builder...` reads besides the root's usual places: the interpreter as this process
+    names it and as it resolves (a venv's bin/python is a link to its base), the venv and its base installation,
+    every folder on sys.path (site-packages, editable installs) and the checkout. Both each path's own name and
+    its resolved one: Python finds a venv by the name it was started with, and bwrap follows links inside the
+    sandbox, where a link into the private /tmp leads nowhere. Paths a secret hides stay hidden (`bwrap_args`
+    skips none of `hidden_paths`)."""
+    names = [Path(sys.executable).parent, Path(sys.executable).resolve().parent, config.REPO_ROOT]
+    names += [Path(prefix) for prefix in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)]
+    names += [Path(entry) for entry in sys.path if entry and os.path.isabs(entry)]
+    # The tools a build runs (ninja, the compilers) come from the PATH the sandbox is given (`sandbox_env`).
+    names += [Path(entry) for entry in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(entry)]
+    found = [Path(os.path.abspath(name)) for name in names]
+    found += [name.resolve() for name in found]
+    hidden = hidden_paths()
+    # /tmp itself (a PATH or sys.path entry, a cwd) never: the sandbox's /tmp stays its own.
+    return [path for path in dict.fromkeys(found)
+            if path != Path("/tmp") and not any(path == h or h in path.parents for h in hidden)]  # fmt: skip
+
+
+def outermost(paths: Iterable[Path]) -> list[Path]:
+    """The paths none of the others contains (binding a folder shows everything inside it), shortest first."""
+    kept: list[Path] = []
+    for path in sorted(set(paths), key=lambda p: (len(p.parts), str(p))):
+        if not any(root == path or root in path.parents for root in kept):
+            kept.append(path)
+    return kept
 
 
 def hidden_paths() -> list[Path]:

@@ -27,6 +27,7 @@ import psutil
 from builder import config
 from builder.tasks import Task
 from builder.verify import environment, milestones, tensor_files
+from builder.verify.infrastructure import suspect_text
 from builder.verify.pool import build_job, run_in_turn
 from builder.verify.reference import public_manifest
 from builder.verify.referee import choose_timed_samples
@@ -126,6 +127,9 @@ class ReferenceCache:
             self.compute_s += reference.compute_s
             self.ready_at.append(time.monotonic())
             milestones.mark("first_reference_ready")
+            if reference.error and suspect_text(reference.error):  # the machinery's, perhaps: asked again next time
+                shutil.rmtree(directory, ignore_errors=True)
+                return reference
             return self._hold(key, reference, directory, _bytes_under(directory))
 
     def _hold(self, key: str, reference: CleanReference, directory: Path, file_bytes: int) -> CleanReference:

@@ -2,7 +2,10 @@
 
 A build runs `python -m builder.verify.compile_child` in the sandbox with only its build directory
 writable. Builds live in `<build cache>/builds/<key>/`, keyed by sha256 of (source, flags, torch version,
-GPU arch, backend); a finished build (success or compiler error) is reused, a timed-out one is not.
+GPU arch, backend, toolchain: the interpreter, the host compiler, nvcc); a finished build (success or the
+source's compiler error) is reused. A timed-out one is not, nor one whose failure looks like the machinery's
+(`infrastructure.compile_suspect`: the sandbox or interpreter did not start, the compiler is missing or was
+killed, the disk is full): that result carries `infrastructure` and is never written to the cache.
 
 A candidate's build is found again however the candidates are batched next time (`recall_build`): its own
 build, or the shared build it was a member of (`remember_members` notes each member under its own key in
@@ -28,6 +31,7 @@ from typing import Any
 
 from builder import config
 from builder.verify import environment
+from builder.verify.infrastructure import compile_suspect, suspect_text
 from builder.verify.sandbox import run_sandboxed
 
 SUFFIX_BY_LANGUAGE = {"cuda": ".cu", "cpp": ".cpp"}
@@ -52,6 +56,7 @@ class CompileResult:
     isolation: str | None = None
     batch_size: int = 1  # candidates sharing this build
     cache_key: str | None = None
+    infrastructure: str | None = None  # why this failure looks like the machinery's, not the source's (uncached)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -85,8 +90,9 @@ def compile_flags(backend: str, fast_math: bool = False) -> tuple[list[str], lis
     return cflags, cuda_cflags
 
 
-def cache_key(source: str, flags: list[str], torch_version: str, arch: str | None, backend: str) -> str:
-    material = json.dumps([source, flags, torch_version, arch, backend])
+def cache_key(source: str, flags: list[str], torch_version: str, arch: str | None, backend: str,
+              toolchain: dict[str, str | None] | None = None) -> str:  # fmt: skip
+    material = json.dumps([source, flags, torch_version, arch, backend, toolchain or {}], sort_keys=True)
     return hashlib.sha256(material.encode()).hexdigest()
 
 
@@ -101,7 +107,8 @@ def _keyed(
     torch_version, _ = environment.torch_versions()
     arch = environment.gpu_arch(device_index) if backend == "cuda" else None
     cflags, cuda_cflags = compile_flags(backend, fast_math)
-    return cache_key(source, cflags + cuda_cflags, torch_version, arch, backend), cflags, cuda_cflags, arch
+    key = cache_key(source, cflags + cuda_cflags, torch_version, arch, backend, environment.toolchain(backend))
+    return key, cflags, cuda_cflags, arch
 
 
 def build_key(source: str, backend: str, fast_math: bool = False, device_index: int = 0) -> str:
@@ -167,6 +174,8 @@ def _read_cached(build_dir: Path) -> dict | None:
         return None
     if data.get("ok") and not Path(data.get("library_path") or "").is_file():
         return None  # a half-deleted cache entry: rebuild
+    if not data.get("ok") and suspect_text(data.get("error")):
+        return None  # a failure that names the machinery is never the source's to keep (nor read back)
     return data
 
 
@@ -233,6 +242,9 @@ def build_extension(
                 isolation=isolation,
                 cancel=cancel,
             )
+        except OSError as exc:  # the sandbox itself could not be started (its program, a full disk)
+            return CompileResult(ok=False, module_name=module_name, error=f"the compile sandbox: {exc}", cache_key=key,
+                                 infrastructure=f"the compile sandbox could not be started: {exc}")  # fmt: skip
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         wall = time.monotonic() - started
@@ -248,7 +260,11 @@ def build_extension(
             )
         try:
             data = json.loads(result_path.read_text())
+            data = data if isinstance(data, dict) else None
         except (OSError, ValueError):
+            data = None
+        suspect = compile_suspect(outcome, data)
+        if data is None or data.get("provisional"):
             data = {
                 "ok": False,
                 "module_name": module_name,
@@ -263,6 +279,8 @@ def build_extension(
             data["error"] = None
         if data.get("ok") and not Path(data.get("library_path") or "").is_file():
             data.update(ok=False, error=f"build reported success but {data.get('library_path')} is missing")
+        if suspect and not data.get("ok"):  # not the source's to keep: the next build of this key compiles again
+            return replace(_to_result(data, key, cached_hit=False), infrastructure=suspect)
         (build_dir / RESULT_FILE).write_text(json.dumps(data))
         return _to_result(data, key, cached_hit=False)
 

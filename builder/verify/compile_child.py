@@ -3,6 +3,9 @@
 Runs `torch.utils.cpp_extension.load`, which also imports the built module: any load-time code of the
 candidate therefore runs here, in the sandbox, never in the builder. Writes a result JSON:
 `{"ok", "library_path", "module_name", "error", "compile_s", "cpu_s"}` (cpu_s: CPU seconds of the build).
+Before anything else it writes `{"ok": false, "provisional": true}` there: a parent that finds no file at all
+knows that the interpreter never got this far (`infrastructure.compile_suspect`). The host compiler runs through
+`ka-cxx` (`CXX`), which says on stderr, in the build log, when a signal ended the compiler or when there is none.
 
 Job JSON: `{"name", "source_path", "build_dir", "backend", "cflags", "cuda_cflags", "result_path"}`.
 """
@@ -10,16 +13,26 @@ Job JSON: `{"name", "source_path", "build_dir", "backend", "cflags", "cuda_cflag
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import traceback
 from pathlib import Path
+
+WRAPPER = Path(__file__).with_name("ka-cxx")
+
+
+def wrap_compiler() -> None:
+    """The host compiler the build would run (`$CXX`, else c++), run through `ka-cxx` (see the module's text)."""
+    os.environ["KA_REAL_CXX"] = os.environ.get("CXX") or "c++"
+    os.environ["CXX"] = str(WRAPPER)
 
 
 def compile_job(job: dict) -> dict:
     from torch.utils import cpp_extension
 
     started = time.monotonic()
+    wrap_compiler()
     build_dir = Path(job["build_dir"])
     cuda = job["backend"] == "cuda"
     try:
@@ -66,6 +79,7 @@ def main(argv: list[str]) -> int:
         print("usage: python -m builder.verify.compile_child JOB.json", file=sys.stderr)
         return 2
     job = json.loads(Path(argv[0]).read_text())
+    Path(job["result_path"]).write_text(json.dumps({"ok": False, "provisional": True, "module_name": job.get("name")}))
     try:
         result = compile_job(job)
     except BaseException:  # noqa: BLE001 - report, then let the parent read the file

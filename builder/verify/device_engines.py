@@ -10,8 +10,8 @@ compile workers and the build's seeds. This process only hands out pairs and gat
   stream's end an engine with nothing left takes over pairs another has not begun (`hand_back`), and a copy of
   the clean references of their tasks, which the giver shares (`ReferenceCache.share`) and this process passes on.
 - A pair is pending from the moment it is handed out until its record comes back. An engine that dies sends
-  each of its pending pairs back as a `crash` record (as an executor does for a candidate it lost): none lost,
-  none twice; the other engines go on. Should every engine end early, the stream raises: the pairs none of them
+  each of its pending pairs back as an `InfrastructureFailure` (an engine runs no candidate code: its death is
+  the machinery's, and the build tries the pair again): none lost, none twice; the other engines go on. Should every engine end early, the stream raises: the pairs none of them
   began get no record, and a rerun of the build resumes them.
 - The stream ends once every engine has said it is done (its records sent, its children stopped); their
   processes' exits are reaped meanwhile. Closing the stream before then stops every engine (SIGTERM: each closes
@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from builder import config
 from builder.verify import environment, hand_back, milestones
 from builder.verify.engine_process import MODULE
+from builder.verify.infrastructure import InfrastructureFailure
 from builder.verify.routing import Router, balanced
 
 if TYPE_CHECKING:
@@ -130,8 +131,6 @@ class _Engine:
 def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devices: list[str | None],
            cores: list[int]) -> Iterator[KernelRecord]:  # fmt: skip
     """Records of `pairs` verified by one engine process per entry of `devices`, in completion order."""
-    from builder.pipeline.executors import failure_record
-
     shares = engine_shares(devices, cores, options.compile_workers)
     window = max(1, options.batch_size) * max(1, shares[0]["compile_workers"])
     router = Router(pairs, lookahead=window * len(devices), engines=len(devices))
@@ -152,8 +151,8 @@ def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devi
         with balance:
             balance.notify_all()
 
-    def crash(pair: tuple[Candidate, Task], why: str) -> KernelRecord:
-        return failure_record(pair[0], pair[1], options.backend, "crash", why)
+    def crash(pair: tuple[Candidate, Task], why: str) -> InfrastructureFailure:
+        return InfrastructureFailure(pair[0], pair[1], why)
 
     def holding(engine: _Engine) -> list[_Engine]:
         """The other engines still at work that may hand pairs back (told the end or not), or are handing some

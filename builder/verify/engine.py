@@ -25,6 +25,7 @@ from typing import Any
 
 from builder import config
 from builder.candidates import Candidate
+from builder.errors import InfrastructureError
 from builder.tasks import Task
 from builder.verify import batching, device_engines, environment, milestones, static_scan, verdict, work_queues
 from builder.verify.baseline_cache import BaselineCache, eager_disagrees, eager_slowed_reason
@@ -34,6 +35,7 @@ from builder.verify.compile import CompileResult, build_extension, default_cache
 from builder.verify.evaluation import run_judged
 from builder.verify.extension_symbols import symbol_notes
 from builder.verify.hand_back import UnstartedWork, read_window
+from builder.verify.infrastructure import InfrastructureFailure, child_suspect, machinery_fails, suspect_text
 from builder.verify.options import VerifyOptions
 from builder.verify.pool import EvalPool, PooledChild, build_job, child_env
 from builder.verify.profiling import attach_profiles
@@ -94,11 +96,12 @@ class Evaluated:
     status: str = ""
     error: str | None = None
     result: dict[str, Any] | None = None
+    infrastructure: str | None = None  # the machinery failed (control confirmed): no record, no verdict
 
 
 def evaluate_compiled(compiled: CompileResult, candidate: Candidate, task: Task, options: VerifyOptions,
                       pooled: PooledChild | None = None, baselines: BaselineCache | None = None,
-                      references: ReferenceCache | None = None) -> KernelRecord:  # fmt: skip
+                      references: ReferenceCache | None = None) -> KernelRecord | InfrastructureFailure:  # fmt: skip
     """Evaluate a compiled candidate in a fresh sandboxed child, judge it against the task's clean reference
     (computed once per task by `references`) and assemble its record."""
     return finish_record(start_evaluation(compiled, candidate, task, options, pooled, references), baselines)
@@ -117,6 +120,14 @@ def start_evaluation(compiled: CompileResult, candidate: Candidate, task: Task, 
         pooled.discard()  # started with fewer queues than this candidate's streams may need
         pooled = None
     options = fitted
+    if not compiled.ok and compiled.infrastructure and not options.suspects_are_own:
+        began = time.monotonic() - compiled.compile_s
+        if (why := machinery_fails(compiled.infrastructure, options, began)) is not None:
+            if pooled is not None:
+                pooled.discard()
+            return Evaluated(candidate=candidate, task=task, options=options, infrastructure=why)
+        # The control compiles: built once more, alone, and what that gives is the candidate's own.
+        compiled = compile_candidate(candidate, task, replace(options, suspects_are_own=True))
     if not compiled.ok:
         if pooled is not None:
             pooled.discard()
@@ -128,6 +139,9 @@ def start_evaluation(compiled: CompileResult, candidate: Candidate, task: Task, 
     if reference.error:  # the task's reference failed in a clean process: nothing to judge against
         if pooled is not None:
             pooled.discard()
+        suspect = None if options.suspects_are_own else suspect_text(reference.error)
+        if suspect and (why := machinery_fails(suspect, options, time.monotonic() - reference.compute_s)):
+            return Evaluated(candidate=candidate, task=task, options=options, infrastructure=why)
         record = verdict.assemble_record(base, status="runtime_error", error=reference.error,
                                          static_notes=static_notes, extra=extra)  # fmt: skip
         return Evaluated(record=attach_profiles(record, candidate, task, options, compiled))
@@ -141,6 +155,9 @@ def start_evaluation(compiled: CompileResult, candidate: Candidate, task: Task, 
     if work_queues.queues(options) and work_queues.spanned_streams(result):
         log.info("%s ran work on several streams: evaluated again with the driver's work queues", candidate.kernel_name)
         return start_evaluation(compiled, candidate, task, work_queues.driver_default(options), None, references)
+    suspect = None if options.suspects_are_own else child_suspect(outcome, result)
+    if suspect and (why := machinery_fails(suspect, options, time.monotonic() - outcome.wall_s)):
+        return Evaluated(candidate=candidate, task=task, options=options, infrastructure=why)
     extra["device_connections"] = work_queues.queues(options)
     extra["eval_s"] = outcome.wall_s
     extra["isolation"] = outcome.isolation
@@ -162,12 +179,15 @@ def needs_baseline(evaluated: Evaluated) -> bool:
     return evaluated.status == "correct" and isinstance(runtime, dict) and bool(runtime.get("median_ms"))
 
 
-def finish_record(evaluated: Evaluated, baselines: BaselineCache | None = None) -> KernelRecord:
+def finish_record(evaluated: Evaluated, baselines: BaselineCache | None = None) -> KernelRecord | InfrastructureFailure:
     """The record of a started evaluation: waits for the task's baseline where it needs one (measured early,
     in parallel: `BaselineCache.prewarm`), then profiles. `Verifier.stream` runs it off the evaluation worker,
-    which goes on to its next candidate meanwhile."""
+    which goes on to its next candidate meanwhile. Where the machinery failed, no record: what failed."""
     if evaluated.record is not None:
         return evaluated.record
+    if evaluated.infrastructure is not None:
+        assert evaluated.candidate is not None and evaluated.task is not None
+        return InfrastructureFailure(evaluated.candidate, evaluated.task, evaluated.infrastructure)
     assert evaluated.options is not None and evaluated.task is not None and evaluated.candidate is not None
     options, task, result = evaluated.options, evaluated.task, evaluated.result
     baseline, waited = None, time.monotonic()
@@ -190,9 +210,13 @@ def finish_record(evaluated: Evaluated, baselines: BaselineCache | None = None) 
 
 
 def verify(candidate: Candidate, task: Task, options: VerifyOptions) -> KernelRecord:
-    """Compile and evaluate one candidate (what `kernel-archive verify` runs)."""
+    """Compile and evaluate one candidate (what `kernel-archive verify` runs); InfrastructureError where the
+    machinery, not the candidate, failed."""
     options = options.with_seeds()
-    return evaluate_compiled(compile_candidate(candidate, task, options), candidate, task, options)
+    record = evaluate_compiled(compile_candidate(candidate, task, options), candidate, task, options)
+    if isinstance(record, InfrastructureFailure):
+        raise InfrastructureError(f"{candidate.kernel_name} was not verified: {record.reason}")
+    return record
 
 
 _DONE = object()
@@ -211,6 +235,12 @@ class Verifier:
         self.baselines = BaselineCache(self.options.baseline_cache_dir)
         self.references = ReferenceCache()
         self._unstarted: UnstartedWork | None = None  # the running stream's built pairs no worker has taken
+
+    def preflight(self) -> None:
+        """The control kernel through this machinery before the first candidate (`preflight.preflight`)."""
+        from builder.verify.preflight import preflight
+
+        preflight(self.options)
 
     def _build(self, source: str, language: str, cancel: threading.Event | None = None) -> CompileResult:
         o = self.options

@@ -111,6 +111,18 @@ def nvcc_version() -> str | None:
     return match.group(1) if match else None
 
 
+@functools.lru_cache(maxsize=4)
+def toolchain(backend: str) -> dict[str, str | None]:
+    """What turns a source into a module besides torch: the interpreter (resolved: every venv of one Python is the
+    same one), the host compiler a build uses (`$CXX`, else c++) by its resolved path and version line, and nvcc's
+    version on the CUDA backend. Part of a build's cache key, so no result outlives the tools that made it."""
+    cxx = shutil.which(os.environ.get("CXX") or "c++")
+    version = (_run([cxx, "--version"]) or "").strip().splitlines() if cxx else []
+    return {"python": sys.version, "interpreter": os.path.realpath(sys.executable),
+            "cxx": os.path.realpath(cxx) if cxx else None, "cxx_version": version[0] if version else None,
+            "nvcc": nvcc_version() if backend == "cuda" else None}  # fmt: skip
+
+
 @functools.lru_cache(maxsize=1)
 def cpu_name() -> str:
     try:

@@ -39,6 +39,8 @@ class VerifyOptions:
     refill_after_first_reference: bool | None = None  # EvalPool(refill_after=...) in stream(); None: config's
     device_reserve_bytes: int | None = None  # evaluation children's block taken before the job; None: config's
     device_connections: int | None = None  # candidates' CUDA work queues (work_queues.py); None: config's; 0: driver's
+    suspects_are_own: bool = False  # a failure that looks like the machinery's is recorded as the candidate's
+    # (set for the control kernel itself, whose failures are the question: infrastructure.py)
 
     def __post_init__(self) -> None:
         if self.backend not in ("cuda", "cpu"):

@@ -77,3 +77,24 @@ def evaluate_compiled(compiled, candidate, task, options):
     record = fake_record(candidate, task, options)
     record.error = f"compiled in pid {compiled.pid}, evaluated in pid {os.getpid()}"
     return record
+
+
+class MachineryFailingVerifier(FakeVerifier):
+    """A verifier whose machinery fails: every pair (KA_FAKE_MACHINERY=always), or the first pair's first try
+    only (KA_FAKE_MACHINERY=once), comes back as an InfrastructureFailure instead of a record."""
+
+    def __init__(self, options):
+        super().__init__(options)
+        self.tried: set[tuple[str, str]] = set()
+
+    def stream(self, pairs):
+        from builder.verify.infrastructure import InfrastructureFailure
+
+        mode = os.environ.get("KA_FAKE_MACHINERY", "always")
+        for candidate, task in pairs:
+            key = (task.id, candidate.kernel_id)
+            if mode == "always" or not self.tried:
+                self.tried.add(key)
+                yield InfrastructureFailure(candidate, task, "the sandbox did not start: bwrap: fake")
+            else:
+                yield fake_record(candidate, task, self.options)

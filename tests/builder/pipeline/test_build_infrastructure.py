@@ -1,0 +1,120 @@
+"""A build whose machinery fails stores nothing and exits 75 with one line: a sandbox that cannot start, an
+interpreter the sandbox hides, a compiler killed by a signal (the preflight's control kernel, real engine); pairs
+the machinery fails mid-build go back to the queue, wait in the store, and stop the build after a few in a row."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from pipeline_helpers import fake_env, run_cli, scratch_parent
+
+from builder import config
+from builder.errors import ExitCode
+from builder.pipeline.store import Store
+from builder.verify import bubblewrap
+
+TASK = "^1/19$"  # relu: three bundled CPU candidates
+FAKE_BWRAP = """#!/bin/sh
+for last; do :; done
+[ "$last" = true ] && exit 0  # bwrap's usability probe passes: only a real sandbox fails
+echo "bwrap: Can't mount proc on /newroot/proc: Operation not permitted" >&2
+exit 1
+"""
+KILLED_COMPILER = "#!/bin/sh\nkill -KILL $$\n"
+
+
+def executable(folder: Path, name: str, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return folder
+
+
+def real_env(root: Path, **extra: str) -> dict[str, str]:
+    """The real engine (no injected verifier) with a cache of the test's own."""
+    env = {
+        k: v for k, v in os.environ.items() if k not in (config.VERIFIER_OVERRIDE_ENV, config.RAY_ENGINE_OVERRIDE_ENV)
+    }
+    env.update(KA_CACHE_DIR=str(root / "cache"), PYTHONPATH=str(config.REPO_ROOT), **extra)
+    return env
+
+
+def assert_stopped_and_nothing_kept(done, root: Path, *fragments: str) -> None:
+    assert done.returncode == ExitCode.INFRASTRUCTURE, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: preflight failed, nothing was verified or stored: ")
+    assert all(fragment in lines[0] for fragment in fragments), lines[0]
+    with Store.open_existing(root / "out") as store:
+        assert store.count() == 0 and store.builds()[-1]["state"] == "failed"
+    assert not list((root / "cache").rglob("result.json")), "a failure of the machinery was cached"
+    assert not (root / "cache" / config.PREFLIGHT_CACHE_SUBDIR).exists()
+
+
+@pytest.fixture
+def root():
+    # Not under /tmp: the fake tools must be what the sandbox sees, whatever it shows of /tmp.
+    path = Path(tempfile.mkdtemp(dir=scratch_parent(), prefix="infra-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def build(root: Path, env: dict[str, str], timeout: float = 300):
+    args = ["build", "--out", root / "out", "--backend", "cpu", "--generator", "bundled", "--tasks", TASK, "--quiet"]
+    return run_cli(*args, env=env, timeout=timeout)
+
+
+@pytest.mark.skipif(not bubblewrap.bwrap_usable(), reason="bubblewrap not usable here")
+def test_a_sandbox_that_cannot_start_stops_the_build_before_any_record(root):
+    fake = executable(root / "bin", "bwrap", FAKE_BWRAP)
+    done = build(root, real_env(root, PATH=f"{fake}{os.pathsep}{os.environ['PATH']}"))
+    assert_stopped_and_nothing_kept(done, root, "did not compile", "the sandbox did not start",
+                                    "bwrap: Can't mount proc")  # fmt: skip
+
+
+@pytest.mark.skipif(not bubblewrap.bwrap_usable(), reason="bubblewrap not usable here")
+def test_an_interpreter_the_sandbox_hides_stops_the_build_before_any_record(root):
+    venv = Path(sys.prefix)  # a folder whose secrets the sandbox hides: here, the interpreter's own
+    done = build(root, real_env(root, HF_HOME=str(venv)))
+    assert_stopped_and_nothing_kept(done, root, "the sandbox did not start", f"execvp {sys.executable}")
+
+
+def test_a_compiler_killed_by_a_signal_stops_the_build_before_any_record(root):
+    fake = executable(root / "bin", "c++", KILLED_COMPILER)
+    done = build(root, real_env(root, PATH=f"{fake}{os.pathsep}{os.environ['PATH']}"))
+    assert_stopped_and_nothing_kept(done, root, "the compiler was killed by a signal", "exit status 137")
+
+
+def test_pairs_the_machinery_keeps_failing_wait_unrecorded_and_stop_the_build(tmp_path):
+    env = fake_env(KA_VERIFIER_FACTORY="pipeline_fakes:MachineryFailingVerifier", KA_FAKE_MACHINERY="always")
+    done = run_cli("build", "--out", tmp_path, "--backend", "cpu", "--generator", "bundled", "--tasks", TASK,
+                   "--quiet", env=env)  # fmt: skip
+    assert done.returncode == ExitCode.INFRASTRUCTURE, done.stderr
+    line = done.stderr.strip()
+    assert len(line.splitlines()) == 1
+    assert f"failed {config.INFRA_CONSECUTIVE_FAILURES_MAX} times in a row" in line and "bwrap: fake" in line
+    with Store.open_existing(tmp_path) as store:
+        assert store.count() == 0
+        waiting = store.waiting()
+    assert len(waiting) == config.INFRA_CONSECUTIVE_FAILURES_MAX and {w["failures"] for w in waiting} == {1}
+    status = run_cli("status", tmp_path)
+    assert status.returncode == 0, status.stderr
+    assert f"waiting after a failure of the builder's machinery (no record; a rerun retries them): " \
+           f"{len(waiting)} pair(s)" in " ".join(status.stdout.split())  # fmt: skip
+
+
+def test_a_pair_the_machinery_failed_once_is_retried_and_recorded(tmp_path):
+    env = fake_env(KA_VERIFIER_FACTORY="pipeline_fakes:MachineryFailingVerifier", KA_FAKE_MACHINERY="once")
+    done = run_cli("build", "--out", tmp_path, "--backend", "cpu", "--generator", "bundled", "--tasks", TASK,
+                   "--quiet", env=env)  # fmt: skip
+    # The first pair fails, the others are recorded, and its retry is recorded: it waits no more.
+    assert done.returncode == 0, done.stderr
+    with Store.open_existing(tmp_path) as store:
+        assert store.count() == 3 and store.waiting() == []
+    assert "waiting after" not in run_cli("status", tmp_path).stdout
