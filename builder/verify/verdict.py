@@ -135,6 +135,7 @@ def assemble_record(
         if result.get("torch_profile") is not None:
             fields["torch_profile"] = _json_text(result["torch_profile"])
         fields["torch_own_fraction"] = _number(result.get("own_kernel_fraction"))
+        fields["reference_state_loaded"] = _integer(result.get("reference_state_loaded"))
     if baseline:
         fields["eager_clean_ms"] = _number(baseline.get("eager_ms"))
         fields["eager_ms"] = fields["eager_clean_ms"]
