@@ -53,6 +53,11 @@ EAGER_CROSSCHECK_TOLERANCE = 0.10  # in-window eager vs the clean process's: pas
 L2_FLUSH_BYTES = 256 << 20  # larger than any Hopper L2 (50-60 MB)
 LAUNCH_SPIN_MIN_MS, LAUNCH_SPIN_MAX_MS = 0.05, 1.0  # the device spins 2x the host's launch before a timed call
 SUSPICIOUS_SPEEDUP = 10.0
+# implausible_runtime: a CUDA runtime below this share of its floor (the outputs and the inputs they depend on at
+# peak DRAM bandwidth, `verify/floor.py`), i.e. more than twice as fast as the memory allows. The margin covers
+# inputs a kernel may legally skip in part and writes left in L2 when it ends; an honest memory-bound kernel
+# reaches 0.8-0.9 of the floor.
+IMPLAUSIBLE_RUNTIME_FRACTION = 0.5
 SIDE_STREAM_TOLERANCE = 0.5  # relative gap between event and synchronized host time that flags side_stream
 
 # --- sandbox -----------------------------------------------------------------------------------

@@ -14,7 +14,8 @@ timing seeds (the outputs of timed calls):
 - `timing{j}`: the reference output of timing input set j.
 
 The manifest (`public_manifest`) says what a candidate's child may know: output sizes (for the poison),
-shapes, which perturbation targets move the reference, the probe seed. It holds no output values.
+shapes, which perturbation targets move the reference, the probe seed. It holds no output values. The full
+manifest also gives each perturbation target's size (`target_bytes`): the parent's runtime floor (`floor.py`).
 """
 
 from __future__ import annotations
@@ -188,6 +189,8 @@ def compute_reference(task_module: Any, job: dict[str, Any]) -> ReferenceBundle:
                     manifest["output_bytes"] = output_nbytes(out)
                     manifest["output_shapes"] = [list(t.shape) for t in flatten_outputs(out) or []]
                     manifest["degenerate"] = degenerate_reason(out, atol, rtol)
+                    manifest["target_bytes"] = [_target_nbytes(model, inputs, target)
+                                                for target in perturbation_targets(model, inputs)]  # fmt: skip
                     _perturbed_references(bundle, model, inputs, seed, device, out, (atol, rtol))
             model, inputs = instantiate(task_module, manifest["probe_seed"], device)
             first = run_reference(copy.deepcopy(model), snapshot(inputs), device)
@@ -203,6 +206,13 @@ def compute_reference(task_module: Any, job: dict[str, Any]) -> ReferenceBundle:
     except ReferenceFailure as exc:
         manifest["error"] = str(exc)
     return bundle
+
+
+def _target_nbytes(model: Any, inputs: list[Any], target: tuple[str, Any]) -> int:
+    """Bytes of one perturbation target (the parent's runtime floor counts the responsive ones: `floor.py`)."""
+    kind, key = target
+    tensor = inputs[key] if kind == "input" else named_state(model)[key]
+    return tensor.numel() * tensor.element_size()
 
 
 def _perturbed_references(bundle: ReferenceBundle, model: Any, inputs: list[Any], seed: int, device: str,

@@ -15,6 +15,7 @@ from typing import Any
 from builder import config
 from builder.candidates import Candidate
 from builder.tasks import Task
+from builder.verify import floor
 from schemas import STATUSES, KernelRecord, disqualifying_flags, flag_vocabulary
 
 RUNTIME_FIELDS = {"median_ms": "runtime_ms", "mean_ms": "runtime_mean_ms", "std_ms": "runtime_std_ms",
@@ -148,6 +149,11 @@ def assemble_record(
     fields["speedup_compile"] = speedup(fields.get("compile_ms"), fields.get("runtime_ms"))
     if fields["speedup_eager"] is not None and fields["speedup_eager"] > config.SUSPICIOUS_SPEEDUP:
         flags.add("suspicious_speedup")
+    fields["floor_ms"] = _number(fields.get("floor_ms"))
+    fields["speed_of_light"], implausible = floor.judge_runtime(fields.get("runtime_ms"), fields["floor_ms"])
+    if implausible and status == "correct":
+        flags.add("implausible_runtime")
+        error = error or f"implausible_runtime: {implausible}"
     if status not in STATUSES:
         error = f"child reported an unknown status {status!r}" + (f": {error}" if error else "")
         status = "crash"
