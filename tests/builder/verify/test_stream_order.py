@@ -67,6 +67,11 @@ def test_the_spin_must_outlast_the_hosts_launch_of_the_call():
     assert not stream_order.covered([], CALLING, host_us=1.0)
 
 
+def test_a_call_that_waits_for_the_device_is_not_given_longer_spins():
+    assert stream_order.waited_for_device(run(), CALLING, host_us=10_000.0)
+    assert not stream_order.waited_for_device(run(), CALLING, host_us=9_000.0)
+
+
 def event(name, stream, start, end, device_type=DeviceType.CUDA, **extra):
     return SimpleNamespace(name=name, device_type=device_type, device_resource_id=stream,
                            time_range=SimpleNamespace(start=start, end=end), **extra)  # fmt: skip
