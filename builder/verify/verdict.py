@@ -1,7 +1,9 @@
 """Verdict assembly: status + flags + measurements -> one KernelRecord (trusted parent side).
 
 The child's result is untrusted input: every value is type-checked here before it reaches a record,
-flags outside the vocabulary are dropped, and disqualifying flags override a claimed `correct`.
+flags outside the vocabulary are dropped, and disqualifying flags override a claimed `correct`. A CUDA runtime
+measured below its physical floor (`floor.py`, computed here from the clean reference's sizes) is one of them:
+`implausible_runtime`.
 """
 
 from __future__ import annotations
@@ -136,7 +138,8 @@ def assemble_record(
         if result.get("torch_profile") is not None:
             fields["torch_profile"] = _json_text(result["torch_profile"])
         fields["torch_own_fraction"] = _number(result.get("own_kernel_fraction"))
-        fields["reference_state_loaded"] = _integer(result.get("reference_state_loaded"))
+        loaded = _integer(result.get("reference_state_loaded"))
+        fields["reference_state_loaded"] = loaded if loaded is not None and loaded >= 0 else None
     if baseline:
         fields["eager_clean_ms"] = _number(baseline.get("eager_ms"))
         fields["eager_ms"] = fields["eager_clean_ms"]

@@ -183,3 +183,5 @@ def test_the_record_carries_how_much_state_was_adopted():
     assert record.reference_state_loaded == 2
     record = verdict.assemble_record(base, status="correct", result={"flags": [], "reference_state_loaded": "2"})
     assert record.reference_state_loaded is None  # the child's claim, type-checked
+    record = verdict.assemble_record(base, status="correct", result={"flags": [], "reference_state_loaded": -1})
+    assert record.reference_state_loaded is None
