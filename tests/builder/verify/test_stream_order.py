@@ -67,11 +67,6 @@ def test_the_spin_must_outlast_the_hosts_launch_of_the_call():
     assert not stream_order.covered([], CALLING, host_us=1.0)
 
 
-def test_a_call_that_waits_for_the_device_is_not_given_longer_spins():
-    assert stream_order.waited_for_device(run(), CALLING, host_us=10_000.0)
-    assert not stream_order.waited_for_device(run(), CALLING, host_us=9_000.0)
-
-
 def event(name, stream, start, end, device_type=DeviceType.CUDA, **extra):
     return SimpleNamespace(name=name, device_type=device_type, device_resource_id=stream,
                            time_range=SimpleNamespace(start=start, end=end), **extra)  # fmt: skip
@@ -123,3 +118,70 @@ def test_a_fault_that_breaks_the_device_is_the_candidates_failure(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", broken)
     with pytest.raises(CandidateFailure, match="illegal memory access"):
         side_stream.side_stream_output_reason(None, [])
+
+
+class FakeDevice:
+    """What `unordered_reason` asks of torch.cuda and of the profiler, replayed from recorded work per stream."""
+
+    def __init__(self, monkeypatch, work_by_stream, host_us=100.0, blocking_fails=False):
+        import contextlib
+
+        import torch
+
+        self.spins: list[tuple[str, int]] = []
+        self.work_by_stream, self.host_us = work_by_stream, host_us
+
+        def blocking():
+            if blocking_fails:
+                raise AttributeError("module 'torch._C._cudart' has no attribute 'cudaStreamCreate'")
+            return "blocking"
+
+        def probe(call, stream, cycles):
+            self.spins.append((stream, cycles))
+            call()
+            spin_us = cycles / 2000.0  # 2 GHz
+            spin = DeviceWork("spin", {"default": CALLING, "blocking": 21}[stream], 0.0, spin_us)
+            marker = DeviceWork("spin", spin.stream, spin_us + 50, spin_us + 51)
+            return [spin, *self.work_by_stream.get(stream, []), marker], self.host_us
+
+        monkeypatch.setattr(torch.cuda, "default_stream", lambda: "default")
+        monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
+        monkeypatch.setattr(stream_order, "blocking_stream", blocking)
+        monkeypatch.setattr(stream_order, "stream_id", lambda stream: {"default": CALLING, "blocking": 21}[stream])
+        monkeypatch.setattr(stream_order, "snapshot_inputs", lambda pristine: list(pristine))
+        monkeypatch.setattr(stream_order, "probe", probe)
+
+
+BOUND = SimpleNamespace(call=lambda *inputs: None)
+
+
+def test_the_probe_runs_on_the_default_stream_then_on_a_blocking_one(monkeypatch):
+    per_thread = DeviceWork("scale_shift", 2, 1.0, 3.0)  # ordered with the legacy stream only
+    fake = FakeDevice(monkeypatch, {"blocking": [per_thread]})
+    reason = stream_order.unordered_reason(BOUND, [])
+    assert reason.startswith("called on a non-default stream") and "'scale_shift'" in reason
+    assert [stream for stream, _ in fake.spins] == ["default", "blocking"]
+
+
+def test_a_longer_spin_while_the_host_outlasts_it_and_a_verdict_all_the_same(monkeypatch):
+    slow_host = 10_000.0 * 100  # the host took 1 s to launch the call: longer than every spin
+    late = DeviceWork("late", SIDE, 1.0, 2.0)
+    fake = FakeDevice(monkeypatch, {"default": [late]}, host_us=slow_host)
+    reason = stream_order.unordered_reason(BOUND, [])
+    cycles = [c for stream, c in fake.spins if stream == "default"]
+    assert cycles == [config.STREAM_ORDER_SPIN_CYCLES * 4**i for i in range(config.STREAM_ORDER_ATTEMPTS)]
+    assert reason.startswith("called on the default stream")
+
+
+def test_without_a_blocking_stream_the_default_streams_probe_stands(monkeypatch):
+    fake = FakeDevice(monkeypatch, {}, blocking_fails=True)
+    assert stream_order.unordered_reason(BOUND, []) is None
+    assert [stream for stream, _ in fake.spins] == ["default"]
+
+
+def test_the_spin_is_lengthened_only_until_it_covers_the_launch(monkeypatch):
+    fake = FakeDevice(monkeypatch, {}, host_us=20_000.0)  # 20 ms: the 10 ms spin does not cover it, 40 ms does
+    assert stream_order.unordered_reason(BOUND, []) is None
+    assert [c for stream, c in fake.spins if stream == "default"] == [
+        config.STREAM_ORDER_SPIN_CYCLES * 4**i for i in (0, 1)
+    ]
