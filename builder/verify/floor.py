@@ -42,8 +42,12 @@ def peak_dram_bandwidth(gpu_id: str) -> float | None:
     memory bus width; None where NVML or the GPU cannot be read."""
     try:
         nvml = ctypes.CDLL(NVML_LIBRARY)
-    except OSError:
+        return _read_bandwidth(nvml, gpu_id)
+    except (OSError, AttributeError):  # no NVML, or one without these calls
         return None
+
+
+def _read_bandwidth(nvml: Any, gpu_id: str) -> float | None:
     if nvml.nvmlInit_v2() != 0:
         return None
     try:

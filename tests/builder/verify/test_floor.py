@@ -131,6 +131,22 @@ def test_the_bandwidth_comes_from_nvmls_memory_clock_and_bus_width(monkeypatch):
         floor.peak_dram_bandwidth.cache_clear()
 
 
+def test_an_nvml_without_the_bus_width_call_gives_no_bandwidth(monkeypatch):
+    class Older(FakeNvml):
+        def __getattribute__(self, name):
+            if name == "nvmlDeviceGetMemoryBusWidth":
+                raise AttributeError(name)
+            return super().__getattribute__(name)
+
+    older = Older()
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: older)
+    floor.peak_dram_bandwidth.cache_clear()
+    try:
+        assert floor.peak_dram_bandwidth("0") is None and older.shut
+    finally:
+        floor.peak_dram_bandwidth.cache_clear()
+
+
 def test_without_nvml_there_is_no_bandwidth(monkeypatch):
     def missing(name):
         raise OSError(f"{name}: cannot open shared object file")
