@@ -165,3 +165,17 @@ def test_the_clean_reference_gives_the_size_of_every_perturbation_target():
     found = compute_reference(module, job).manifest
     assert found["target_bytes"] == [256 * 256 * 4, 256 * 4, 256 * 4]  # x, weight, bias
     assert floor.floor_bytes(found) == 256 * 256 * 4 * 2 + 256 * 4 * 2  # out = x * weight + bias: all of them
+
+
+@pytest.mark.gpu
+def test_nvmls_bandwidth_agrees_with_the_cuda_runtimes_device_properties():
+    import torch
+
+    bandwidth = floor.device_bandwidth(0)
+    print(f"{torch.cuda.get_device_name(0)}: peak DRAM bandwidth {bandwidth and bandwidth / 1e12:.3f} TB/s (NVML)")
+    assert bandwidth and bandwidth > 1e11
+    props = torch.cuda.get_device_properties(0)
+    clock_khz, width = getattr(props, "memory_clock_rate", None), getattr(props, "memory_bus_width", None)
+    if not clock_khz or not width:
+        pytest.skip("this torch does not expose the memory clock and bus width")
+    assert bandwidth == pytest.approx(floor.dram_bandwidth(clock_khz / 1000, width), rel=0.02)
