@@ -15,7 +15,8 @@ timing seeds (the outputs of timed calls):
 
 The manifest (`public_manifest`) says what a candidate's child may know: output sizes (for the poison),
 shapes, which perturbation targets move the reference, the probe seed. It holds no output values. The full
-manifest also gives each perturbation target's size (`target_bytes`): the parent's runtime floor (`floor.py`).
+manifest also gives the bytes of each perturbation target that the output depends on (`target_bytes`,
+`dependence.py`): the parent's runtime floor (`floor.py`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 from builder import config
 from builder.tasks import instantiate
 from builder.verify.compare import compare_outputs, flatten_outputs, output_nbytes, same_bits, snapshot, sync
+from builder.verify.dependence import dependent_bytes
 
 
 class ReferenceFailure(Exception):
@@ -189,8 +191,8 @@ def compute_reference(task_module: Any, job: dict[str, Any]) -> ReferenceBundle:
                     manifest["output_bytes"] = output_nbytes(out)
                     manifest["output_shapes"] = [list(t.shape) for t in flatten_outputs(out) or []]
                     manifest["degenerate"] = degenerate_reason(out, atol, rtol)
-                    manifest["target_bytes"] = [_target_nbytes(model, inputs, target)
-                                                for target in perturbation_targets(model, inputs)]  # fmt: skip
+                    targets = perturbation_targets(model, inputs)
+                    manifest["target_bytes"] = dependent_bytes(model, inputs, targets, (atol, rtol))
                     _perturbed_references(bundle, model, inputs, seed, device, out, (atol, rtol))
             model, inputs = instantiate(task_module, manifest["probe_seed"], device)
             first = run_reference(copy.deepcopy(model), snapshot(inputs), device)
@@ -206,13 +208,6 @@ def compute_reference(task_module: Any, job: dict[str, Any]) -> ReferenceBundle:
     except ReferenceFailure as exc:
         manifest["error"] = str(exc)
     return bundle
-
-
-def _target_nbytes(model: Any, inputs: list[Any], target: tuple[str, Any]) -> int:
-    """Bytes of one perturbation target (the parent's runtime floor counts the responsive ones: `floor.py`)."""
-    kind, key = target
-    tensor = inputs[key] if kind == "input" else named_state(model)[key]
-    return tensor.numel() * tensor.element_size()
 
 
 def _perturbed_references(bundle: ReferenceBundle, model: Any, inputs: list[Any], seed: int, device: str,
