@@ -3,16 +3,17 @@
 A kernel must at least write its outputs and read the inputs its output depends on, and the device's DRAM moves
 no more than its peak bandwidth: `floor_ms` is that many bytes at that rate. The bytes come from the clean
 reference's manifest (`reference.compute_reference`: the size of every output, and of every input, parameter and
-buffer whose perturbation moved the reference's output), never from the candidate's process. The bandwidth is
-2 x the memory clock x the bus width (double data rate), read from NVML (the library nvidia-smi reads; no CUDA
-context in this process).
+buffer whose perturbation moved the reference's output the elements the output depends on, `dependence.py`),
+never from the candidate's process. The bandwidth is 2 x the memory clock x the bus width (double data rate), read
+from NVML (the library nvidia-smi reads; no CUDA context in this process).
 
 What the floor leaves out, each of which can only make it lower than the truth: inputs the output depends on
 within the tolerance alone (they are not among the responsive targets), integer inputs (never perturbed), caches
 (the timing flushes L2 before each call, so inputs come from DRAM), and every byte moved beyond the minimum. What
-it assumes: a kernel reads every element of each responsive input and writes every output element. A kernel may
-legally skip part of an input (a triangular operand's zeros, a slice), and writes still in L2 when the kernel ends
-need not have reached DRAM; the margin (`config.IMPLAUSIBLE_RUNTIME_FRACTION`) is there for both.
+it assumes: a kernel reads every counted element and writes every output element. A kernel may still skip inputs
+legally in ways the dependence test does not see (zeros of an input the task does not mask itself), and writes
+still in L2 when the kernel ends need not have reached DRAM; the margin (`config.IMPLAUSIBLE_RUNTIME_FRACTION`) is
+there for both.
 
 `speed_of_light` = floor_ms / runtime_ms: 1.0 is the memory limit; a runtime below the floor by more than the
 margin is `implausible_runtime` (disqualifying): the timer missed work (another stream, another process) or the
