@@ -11,12 +11,15 @@ begins. Work on another stream that began before the spin ended, or ended after 
 ordered within the call: `side_stream`, whatever its duration (a short kernel finishes behind the timing's spin,
 where neither the output check nor the clocks see it).
 
-A kernel must be right on whichever stream it is called on, so the probe runs twice: on the default stream, as
-the checks and the timing call it, and on a fresh blocking stream. A launch without a stream (`kernel<<<grid,
-block>>>`, KernelBench's convention) goes to the legacy default stream, which synchronises with every blocking
-stream: it is ordered with either caller. Work on the per-thread default stream, or on a blocking stream of the
-kernel's own, is ordered with a default-stream caller only through that implicit synchronisation, which a caller
-on any other stream does not get: the second probe finds it.
+A kernel must be right on whichever stream it is called on, so the probe runs on the default stream, as the checks
+and the timing call it, and on two fresh blocking streams. A launch without a stream (`kernel<<<grid, block>>>`,
+KernelBench's convention) goes to the legacy default stream, which synchronises with every blocking stream: it is
+ordered with any of these callers. Work on the per-thread default stream, or on a blocking stream of the kernel's
+own, is ordered with a default-stream caller only through that implicit synchronisation, which a caller on any
+other stream does not get: the probes on the blocking streams find it. A probe sees unordered work only where the
+other stream runs beside the calling one; two streams on one hardware work queue run in order, as if joined. The
+driver spreads streams over its queues as it makes them, so three calling streams made one after another seldom
+all share the queue of the kernel's other stream.
 """
 
 from __future__ import annotations
@@ -125,14 +128,15 @@ def covered(work: list[DeviceWork], calling: int, host_us: float) -> bool:
 
 
 def unordered_reason(bound: Any, pristine: list[Any]) -> str | None:
-    """CUDA: why some of the call's device work was not ordered within the call, on the default stream or on a
-    fresh blocking one; None when all of it was, or when the profiler cannot tell."""
+    """CUDA: why some of the call's device work was not ordered within the call, on the default stream or on one of
+    two fresh blocking ones; None when all of it was, or when the profiler cannot tell."""
     import torch
 
     with torch.no_grad():
         for where, make in (
             ("the default stream", torch.cuda.default_stream),
-            ("a non-default stream", blocking_stream),
+            ("a non-default stream", lambda: blocking_stream(0)),
+            ("another non-default stream", lambda: blocking_stream(1)),
         ):
             try:
                 stream = make()
@@ -159,9 +163,9 @@ def unordered_reason(bound: Any, pristine: list[Any]) -> str | None:
 
 
 @functools.cache
-def blocking_stream() -> Any:
-    """A stream made with cudaStreamCreate's default flags (blocking: the legacy default stream synchronises with
-    it), kept for the life of this single-use process; torch's own streams are non-blocking."""
+def blocking_stream(index: int) -> Any:
+    """Blocking stream `index`: made with cudaStreamCreate's default flags (the legacy default stream synchronises
+    with it), kept for the life of this single-use process; torch's own streams are non-blocking."""
     import ctypes
 
     import torch

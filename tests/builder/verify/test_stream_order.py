@@ -120,6 +120,9 @@ def test_a_fault_that_breaks_the_device_is_the_candidates_failure(monkeypatch):
         side_stream.side_stream_output_reason(None, [])
 
 
+IDS = {"default": CALLING, "blocking0": 21, "blocking1": 22}
+
+
 class FakeDevice:
     """What `unordered_reason` asks of torch.cuda and of the profiler, replayed from recorded work per stream."""
 
@@ -131,23 +134,23 @@ class FakeDevice:
         self.spins: list[tuple[str, int]] = []
         self.work_by_stream, self.host_us = work_by_stream, host_us
 
-        def blocking():
+        def blocking(index):
             if blocking_fails:
                 raise AttributeError("module 'torch._C._cudart' has no attribute 'cudaStreamCreate'")
-            return "blocking"
+            return f"blocking{index}"
 
         def probe(call, stream, cycles):
             self.spins.append((stream, cycles))
             call()
             spin_us = cycles / 2000.0  # 2 GHz
-            spin = DeviceWork("spin", {"default": CALLING, "blocking": 21}[stream], 0.0, spin_us)
+            spin = DeviceWork("spin", IDS[stream], 0.0, spin_us)
             marker = DeviceWork("spin", spin.stream, spin_us + 50, spin_us + 51)
             return [spin, *self.work_by_stream.get(stream, []), marker], self.host_us
 
         monkeypatch.setattr(torch.cuda, "default_stream", lambda: "default")
         monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
         monkeypatch.setattr(stream_order, "blocking_stream", blocking)
-        monkeypatch.setattr(stream_order, "stream_id", lambda stream: {"default": CALLING, "blocking": 21}[stream])
+        monkeypatch.setattr(stream_order, "stream_id", lambda stream: IDS[stream])
         monkeypatch.setattr(stream_order, "snapshot_inputs", lambda pristine: list(pristine))
         monkeypatch.setattr(stream_order, "probe", probe)
 
@@ -155,12 +158,23 @@ class FakeDevice:
 BOUND = SimpleNamespace(call=lambda *inputs: None)
 
 
-def test_the_probe_runs_on_the_default_stream_then_on_a_blocking_one(monkeypatch):
+def test_the_probe_runs_on_the_default_stream_then_on_blocking_ones(monkeypatch):
     per_thread = DeviceWork("scale_shift", 2, 1.0, 3.0)  # ordered with the legacy stream only
-    fake = FakeDevice(monkeypatch, {"blocking": [per_thread]})
+    fake = FakeDevice(monkeypatch, {"blocking0": [per_thread]})
     reason = stream_order.unordered_reason(BOUND, [])
     assert reason.startswith("called on a non-default stream") and "'scale_shift'" in reason
-    assert [stream for stream, _ in fake.spins] == ["default", "blocking"]
+    assert [stream for stream, _ in fake.spins] == ["default", "blocking0"]
+    fake = FakeDevice(monkeypatch, {})  # all of it ordered: every probe runs
+    assert stream_order.unordered_reason(BOUND, []) is None
+    assert [stream for stream, _ in fake.spins] == ["default", "blocking0", "blocking1"]
+
+
+def test_a_side_stream_on_the_calling_streams_queue_is_caught_on_another_caller(monkeypatch):
+    # On blocking0's hardware queue the side stream's work ran in order after the spin and before the marker.
+    late = DeviceWork("scale_shift", SIDE, 10_001.0, 10_060.0)
+    fake = FakeDevice(monkeypatch, {"blocking1": [late]})
+    assert stream_order.unordered_reason(BOUND, []).startswith("called on another non-default stream")
+    assert [stream for stream, _ in fake.spins] == ["default", "blocking0", "blocking1"]
 
 
 def test_a_longer_spin_while_the_host_outlasts_it_and_a_verdict_all_the_same(monkeypatch):

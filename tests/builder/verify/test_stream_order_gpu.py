@@ -87,6 +87,5 @@ def test_work_ordered_within_the_call_is_not_a_fault(name, scale_shift):
 
 
 def test_the_probe_knows_its_streams():
-    default, blocking = torch.cuda.default_stream(), stream_order.blocking_stream()
-    assert stream_order.stream_id(default) is not None
-    assert stream_order.stream_id(blocking) not in (None, stream_order.stream_id(default))
+    ids = [stream_order.stream_id(s) for s in (torch.cuda.default_stream(), *map(stream_order.blocking_stream, (0, 1)))]
+    assert None not in ids and len(set(ids)) == 3, ids
