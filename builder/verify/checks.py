@@ -92,7 +92,7 @@ class ModelNewBinding(CandidateBinding):
         self.adopted: set[str] = set()  # state names whose values came from the reference, over every bind
 
     def bind(self, reference_model: Any, task_module: Any, seed: int, device: str) -> BoundCandidate:
-        from builder.verify.model_new import adopt_reference_state, build_model_new
+        from builder.verify.model_new import FullPrecisionCall, adopt_reference_state, build_model_new
 
         try:
             model = build_model_new(self.model_class, task_module, seed, device)
@@ -102,7 +102,7 @@ class ModelNewBinding(CandidateBinding):
             self.adopted.update(adopt_reference_state(model, reference_model))
         except Exception as exc:  # noqa: BLE001 - its state_dict is the candidate's code
             raise CandidateFailure(f"ModelNew's state could not take the reference's: {exception_text(exc)}") from None
-        return BoundCandidate(call=model, state=named_state(model))
+        return BoundCandidate(call=FullPrecisionCall(model), state=named_state(model))
 
     def result_fields(self) -> dict[str, Any]:
         return {"reference_state_loaded": len(self.adopted)}

@@ -12,6 +12,11 @@ match, so a ModelNew that makes the same parameters in another order, or draws a
 with the reference's values. The names it changed are counted (`reference_state_loaded` in the record): zero for
 a ModelNew built as its Model. The candidate's state is snapshot after this, so the parameter-mutation check and
 the parameter perturbations (ignores_input) see the values it computes with.
+
+A ModelNew that computes with torch ops is called at the numeric settings its reference was computed at
+(`FullPrecisionCall`: no TF32 in cuDNN or cuBLAS, no reduced-precision fp16/bf16 reductions), as KernelBench calls
+both sides at the same settings: with cuDNN's TF32 default an `nn.Conv2d` of its own is ~1e-3 off the float32
+reference. The candidate cannot choose them itself: changing torch's global settings is `tampers_reference`.
 """
 
 from __future__ import annotations
@@ -76,3 +81,17 @@ def adopt_reference_state(candidate: Any, reference: Any) -> list[str]:
             tensor.copy_(source)  # state_dict() entries share storage with the parameters and buffers
             changed.append(name)
     return changed
+
+
+class FullPrecisionCall:
+    """The ModelNew (`module`) called at its reference's numeric settings (`reference.full_precision`), which are
+    put back after each call."""
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+
+    def __call__(self, *inputs: Any) -> Any:
+        from builder.verify.reference import full_precision
+
+        with full_precision():
+            return self.module(*inputs)

@@ -55,8 +55,8 @@ def test_model_new_is_built_inside_the_models_device_context(scale_shift):
     model, _ = instantiate(scale_shift, SEED, "meta")
     assert model.weight.is_meta and construction_device(scale_shift, "meta") == "meta"
     bound = checks.ModelNewBinding(RecordsWhereItWasBuilt).bind(model, scale_shift, SEED, "meta")
-    assert bound.call.built_on == "meta"  # not built on the host and moved: another generator's numbers
-    assert bound.call.weight.is_meta and not bound.call.training
+    assert bound.call.module.built_on == "meta"  # not built on the host and moved: another generator's numbers
+    assert bound.call.module.weight.is_meta and not bound.call.module.training
 
 
 HOST_TASK = """
@@ -93,10 +93,10 @@ def test_model_new_of_a_task_built_on_the_host_is_built_on_the_host(tmp_path):
     bound = checks.ModelNewBinding(RecordsWhereItWasBuilt).bind(
         instantiate(module, SEED, "meta")[0], module, SEED, "meta"
     )
-    assert bound.call.built_on == "cpu" and bound.call.weight.is_meta
+    assert bound.call.module.built_on == "cpu" and bound.call.module.weight.is_meta
     torch.manual_seed(SEED)
     expected = torch.randn(16)  # the Model's first draw, from the host's generator
-    assert torch.equal(bound.call.drawn, expected)
+    assert torch.equal(bound.call.module.drawn, expected)
 
 
 def test_reference_state_is_adopted_by_name_and_shape_only():
@@ -185,3 +185,18 @@ def test_the_record_carries_how_much_state_was_adopted():
     assert record.reference_state_loaded is None  # the child's claim, type-checked
     record = verdict.assemble_record(base, status="correct", result={"flags": [], "reference_state_loaded": -1})
     assert record.reference_state_loaded is None
+
+
+class NotesItsPrecision(RecordsWhereItWasBuilt):
+    def forward(self, x):
+        self.seen = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction)
+        return super().forward(x)
+
+
+def test_model_new_is_called_at_its_references_numeric_settings(scale_shift, monkeypatch):
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)  # PyTorch's default, which eager is timed with
+    model, inputs = instantiate(scale_shift, SEED, "cpu")
+    bound = checks.ModelNewBinding(NotesItsPrecision).bind(model, scale_shift, SEED, "cpu")
+    bound.call(*inputs)
+    assert bound.call.module.seen == (False, False)  # as the clean reference was computed
+    assert torch.backends.cudnn.allow_tf32  # and put back
