@@ -15,7 +15,7 @@ the parameter perturbations (ignores_input) see the values it computes with.
 
 A ModelNew that computes with torch ops is called at the numeric settings its reference was computed at
 (`FullPrecisionCall`: no TF32 in cuDNN or cuBLAS, no reduced-precision fp16/bf16 reductions), as KernelBench calls
-both sides at the same settings: with cuDNN's TF32 default an `nn.Conv2d` of its own is ~1e-3 off the float32
+both sides at the same settings: with cuDNN's TF32 default an `nn.Conv2d` of its own can be ~1e-3 off the float32
 reference. The candidate cannot choose them itself: changing torch's global settings is `tampers_reference`.
 """
 
