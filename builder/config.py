@@ -70,6 +70,12 @@ TIMED_SAMPLE_RANGES = ((0, 4, 1), (4, 20, 2), (20, 50, 2), (50, 100, 2))
 # In-window eager's fastest call slower than a clean process's fastest eager call (re-measured) by more than this:
 # `slowed_baseline`.
 EAGER_SLOWED_TOLERANCE = 0.5
+
+# implausible_runtime: a CUDA runtime below this share of its floor (the outputs and the inputs they depend on at
+# peak DRAM bandwidth, `verify/floor.py`), i.e. more than twice as fast as the memory allows. The margin covers
+# inputs a kernel may legally skip in part and writes left in L2 when it ends; an honest memory-bound kernel
+# reaches 0.8-0.9 of the floor.
+IMPLAUSIBLE_RUNTIME_FRACTION = 0.5
 SIDE_STREAM_TOLERANCE = 0.5  # relative gap between event and synchronized host time that flags side_stream
 
 # --- sandbox -----------------------------------------------------------------------------------
@@ -396,6 +402,11 @@ CPU_MALLOC_TRIM_THRESHOLD = 1 << 30
 CPU_CACHE_FLUSH_BYTES = 64 << 20  # written before each timed CPU call (larger than common L3 slices)
 SIDE_STREAM_CALLS = 5  # calls whose event time is compared with a synchronized host clock
 SIDE_STREAM_MIN_GAP_MS = 0.05  # absolute gap below which event/host disagreement is launch noise
+# The stream-order probe (`verify/stream_order.py`): the device spin before the call (about 10 ms at 2 GHz), how
+# many times it is lengthened (x4) while the host's launch of the call outlasts it, and by how much it must.
+STREAM_ORDER_SPIN_CYCLES = 20_000_000
+STREAM_ORDER_ATTEMPTS = 3
+STREAM_ORDER_COVER_MARGIN_US = 200.0
 TORCH_OPS_DOMINANT_FRACTION = 0.5  # library share of the call's time above which -> uses_torch_ops
 CPU_CENSUS_CALLS = 3  # profiled calls of a CPU candidate for the torch-op census (max share taken)
 KERNELS_SEEN_MAX = 50  # distinct kernel/op names listed in a result

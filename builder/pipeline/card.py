@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,8 @@ class CardFacts:
     isolation: Counter = field(default_factory=Counter)
     work_queues: Counter = field(default_factory=Counter)  # device_connections of CUDA records whose child ran
     claims: Counter = field(default_factory=Counter)  # (claimed_correct, status) for imported records
+    speeds_of_light: list[float] = field(default_factory=list)  # speed_of_light of the correct CUDA records
+    floors: int = 0  # CUDA records with a runtime floor
     generators: Counter = field(default_factory=Counter)
     build_runs: int = 0
     records_kept: int = 0  # records an export merged in from the dataset's earlier builds
@@ -58,6 +61,8 @@ def collect_facts(records: pa.Table, builds: list[dict[str, Any]], license_id: s
             "eval_s",
             "generator",
             "claimed_correct",
+            "floor_ms",
+            "speed_of_light",
             *SOFTWARE_FIELDS,
         )
     }
@@ -74,6 +79,9 @@ def collect_facts(records: pa.Table, builds: list[dict[str, Any]], license_id: s
     ran = zip(col["backend"], col["eval_s"], col["device_connections"], strict=True)
     facts.work_queues.update(q or "the driver's (8)" for b, e, q in ran if b == "cuda" and e is not None)
     facts.generators.update(col["generator"])
+    facts.floors = sum(1 for b, f in zip(col["backend"], col["floor_ms"], strict=True) if b == "cuda" and f is not None)
+    facts.speeds_of_light = sorted(v for v, s in zip(col["speed_of_light"], col["status"], strict=True)
+                                   if v is not None and s == "correct")  # fmt: skip
     for generator, claimed, status in zip(col["generator"], col["claimed_correct"], col["status"], strict=True):
         if generator == "import" and claimed is not None:
             facts.claims[(bool(claimed), status)] += 1
@@ -123,6 +131,17 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
 
 def _counter_line(counter: Counter) -> str:
     return ", ".join(f"{k} ({n})" for k, n in counter.most_common()) or "not recorded"
+
+
+def _floor_line(facts: CardFacts) -> str:
+    line = (f"- Runtime floor (`floor_ms`, {facts.floors} CUDA records): the outputs and the inputs they depend on moved "
+            "at the GPU's peak DRAM bandwidth (2 x memory clock x bus width, from NVML); a runtime under "
+            f"{config.IMPLAUSIBLE_RUNTIME_FRACTION:g} of it is `implausible_runtime`. `speed_of_light` = floor_ms / "
+            "runtime_ms ranks kernels by how close they come to the memory limit")  # fmt: skip
+    speeds = facts.speeds_of_light
+    if speeds:
+        line += f" (correct kernels: median {statistics.median(speeds):.2f}, highest {speeds[-1]:.2f})"
+    return line + ". CPU records have no floor."
 
 
 def render_card(facts: CardFacts, configs: dict[str, dict[str, dict[str, Any]]]) -> str:
@@ -191,6 +210,7 @@ def render_card(facts: CardFacts, configs: dict[str, dict[str, dict[str, Any]]])
         "by the builder, not in the candidate's process: a kernel that changes what the reference computes when it "
         "loads cannot pass, and is flagged `tampers_reference`. It runs at its dtype's full precision (no TF32, no "
         "reduced-precision fp16/bf16 reductions); eager is timed with PyTorch's defaults.",
+        *([_floor_line(facts)] if facts.floors else []),
         "- Speedups over eager come from PyTorch eager timed beside the kernel in one window, its calls alternating "
         "with the kernel's (`speedup_eager_iqr` is the spread of per-block ratios); `eager_clean_ms` is eager in a clean process.",
         "",

@@ -9,12 +9,16 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import sys
+import weakref
 from types import ModuleType
 from typing import Any
 
 from builder.tasks.suite import Task
 
 _counter = itertools.count()
+# Task modules whose Model needed host tensors to be built for a device (the CPU fallback of `instantiate`), by the
+# devices they fell back for: a KernelBench `ModelNew` is built the way its task's Model was.
+_BUILT_ON_HOST: weakref.WeakKeyDictionary[ModuleType, set[str]] = weakref.WeakKeyDictionary()
 
 
 def load_task_module(task: Task, size: str = "full") -> ModuleType:
@@ -55,6 +59,7 @@ def instantiate(module: ModuleType, seed: int, device: str = "cpu", dtype: Any =
         if device == "cpu":
             raise
         model, inputs = _construct(module, seed)
+        _BUILT_ON_HOST.setdefault(module, set()).add(device)
     model = model.to(device)
     if dtype is not None:
         model = model.to(dtype)
@@ -66,6 +71,12 @@ def instantiate(module: ModuleType, seed: int, device: str = "cpu", dtype: Any =
                 value = value.to(dtype)
         moved.append(value)
     return model.eval(), moved
+
+
+def construction_device(module: ModuleType, device: str) -> str:
+    """Where `instantiate` builds the task's Model for `device`: `device` itself, or "cpu" for a task whose
+    construction needs host tensors (then moved). Known once the task was instantiated for `device`."""
+    return "cpu" if device in _BUILT_ON_HOST.get(module, ()) else device
 
 
 def _construct(module: ModuleType, seed: int) -> tuple[Any, list[Any]]:

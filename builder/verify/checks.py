@@ -67,6 +67,10 @@ class CandidateBinding:
     def bind(self, reference_model: Any, task_module: Any, seed: int, device: str) -> BoundCandidate:
         raise NotImplementedError
 
+    def result_fields(self) -> dict[str, Any]:
+        """Fields of the child's result that say how the candidate was attached (none by default)."""
+        return {}
+
 
 class FunctionalBinding(CandidateBinding):
     """`model(*inputs, fn=forward)` on a private copy of the reference model (same parameter values)."""
@@ -81,20 +85,28 @@ class FunctionalBinding(CandidateBinding):
 
 
 class ModelNewBinding(CandidateBinding):
-    """A KernelBench `ModelNew`, built under the trial's seed exactly as the task's Model is."""
+    """A KernelBench `ModelNew`, built under the trial's seed exactly as the task's Model is, then given the
+    reference's values wherever a name and a shape match (`model_new.py`)."""
 
     def __init__(self, model_class: type):
         self.model_class = model_class
+        self.adopted: set[str] = set()  # state names whose values came from the reference, over every bind
 
     def bind(self, reference_model: Any, task_module: Any, seed: int, device: str) -> BoundCandidate:
-        import torch
+        from builder.verify.model_new import FullPrecisionCall, adopt_reference_state, build_model_new
 
-        torch.manual_seed(seed)
         try:
-            model = self.model_class(*task_module.get_init_inputs()).to(device).eval()
+            model = build_model_new(self.model_class, task_module, seed, device)
         except Exception as exc:  # noqa: BLE001 - untrusted constructor
             raise CandidateFailure(f"ModelNew() failed: {exception_text(exc)}") from None
-        return BoundCandidate(call=model, state=named_state(model))
+        try:
+            self.adopted.update(adopt_reference_state(model, reference_model))
+        except Exception as exc:  # noqa: BLE001 - its state_dict is the candidate's code
+            raise CandidateFailure(f"ModelNew's state could not take the reference's: {exception_text(exc)}") from None
+        return BoundCandidate(call=FullPrecisionCall(model), state=named_state(model))
+
+    def result_fields(self) -> dict[str, Any]:
+        return {"reference_state_loaded": len(self.adopted)}
 
 
 def trial_seeds(job: dict[str, Any]) -> list[int]:
@@ -175,6 +187,7 @@ class CandidateRun:
     error: str | None = None  # the candidate raised (runtime_error)
     error_origin: str | None = None
     side_stream_probe: Any = None  # (bound, inputs) for the clock half of the side-stream check
+    binding_fields: dict[str, Any] = field(default_factory=dict)  # CandidateBinding.result_fields
     step_s: dict[str, float] = field(default_factory=dict)  # CheckSteps.seconds: where the checks' time went
 
     def flag(self, name: str, why: str) -> None:
@@ -207,6 +220,7 @@ class CandidateRun:
             "kernels_seen": self.census.get("kernels_seen", []),
             "op_census": {k: v for k, v in self.census.items() if k not in ("kernels_seen", "torch_profile")},
             "torch_profile": self.census.get("torch_profile"),
+            **self.binding_fields,
         }
 
 
@@ -275,6 +289,7 @@ def run_candidate_side(binding: Any, task_module: Any, job: dict[str, Any], mani
         run.error, run.error_origin = str(exc), "candidate"
     steps.stop()
     run.step_s = steps.seconds
+    run.binding_fields = binding.result_fields()
     return run
 
 

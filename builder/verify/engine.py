@@ -27,7 +27,7 @@ from builder import config
 from builder.candidates import Candidate
 from builder.errors import InfrastructureError
 from builder.tasks import Task
-from builder.verify import batching, device_engines, environment, milestones, static_scan, verdict, work_queues
+from builder.verify import batching, device_engines, environment, floor, milestones, static_scan, verdict, work_queues
 from builder.verify.baseline_cache import BaselineCache, eager_disagrees, eager_slowed_reason
 from builder.verify.build_queue import BuildQueue
 from builder.verify.clean_reference import ReferenceCache, process_reference_cache
@@ -145,6 +145,7 @@ def start_evaluation(compiled: CompileResult, candidate: Candidate, task: Task, 
         record = verdict.assemble_record(base, status="runtime_error", error=reference.error,
                                          static_notes=static_notes, extra=extra)  # fmt: skip
         return Evaluated(record=attach_profiles(record, candidate, task, options, compiled))
+    extra["floor_ms"] = floor.record_floor(reference.manifest, options.backend, options.device_index)
     prefix = config.SCRATCH_PREFIXES["evaluation"]
     scratch = pooled.scratch if pooled is not None else Path(tempfile.mkdtemp(prefix=prefix))
     try:

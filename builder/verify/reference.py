@@ -16,7 +16,9 @@ timing seeds (the outputs of timed calls):
   secret (`timed_samples` in the manifest: never in the public one), on inputs drawn from their secret seeds.
 
 The manifest (`public_manifest`) says what a candidate's child may know: output sizes (for the poison),
-shapes, which perturbation targets move the reference, the probe seed. It holds no output values.
+shapes, which perturbation targets move the reference, the probe seed. It holds no output values. The full
+manifest also gives the bytes of each perturbation target that the output depends on (`target_bytes`,
+`dependence.py`): the parent's runtime floor (`floor.py`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any
 from builder import config
 from builder.tasks import draw_inputs, instantiate
 from builder.verify.compare import compare_outputs, flatten_outputs, output_nbytes, same_bits, snapshot, sync
+from builder.verify.dependence import dependent_bytes
 
 
 class ReferenceFailure(Exception):
@@ -190,6 +193,8 @@ def compute_reference(task_module: Any, job: dict[str, Any]) -> ReferenceBundle:
                     manifest["output_bytes"] = output_nbytes(out)
                     manifest["output_shapes"] = [list(t.shape) for t in flatten_outputs(out) or []]
                     manifest["degenerate"] = degenerate_reason(out, atol, rtol)
+                    targets = perturbation_targets(model, inputs)
+                    manifest["target_bytes"] = dependent_bytes(model, inputs, targets, (atol, rtol))
                     _perturbed_references(bundle, model, inputs, seed, device, out, (atol, rtol))
             model, inputs = instantiate(task_module, manifest["probe_seed"], device)
             first = run_reference(copy.deepcopy(model), snapshot(inputs), device)

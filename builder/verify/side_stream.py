@@ -1,9 +1,11 @@
 """The side-stream check (untrusted child side, CUDA): does a candidate's work run past the stream it was called
-on? The output half (with the checks) sees the output change after forward returned; the clock half sees events
-on the current stream miss time that a device-wide synchronize waits for, and compares clocks, so it runs once
-the device is the candidate's alone, just before its timing window. `timing.CallTimer` times the current
-stream's work only (the host's launch and wake-up stay out), so such work falls outside its intervals: these
-two halves are what disqualify it."""
+on? Three halves, with the checks unless said otherwise: the order half (`stream_order.py`) finds device work on
+another stream that was not ordered within the call on the calling stream, whatever its duration, from the
+profiler's record of every kernel's stream and device interval; the output half sees the output change after
+forward returned; the clock half sees events on the current stream miss time that a device-wide synchronize
+waits for, and compares clocks, so it runs once the device is the candidate's alone, just before its timing
+window. `timing.CallTimer` times the current stream's work only (the host's launch and wake-up stay out), so such
+work falls outside its intervals: these are what disqualify it."""
 
 from __future__ import annotations
 
@@ -15,8 +17,33 @@ from builder.verify.compare import flatten_outputs, output_nbytes, same_bits, sn
 
 
 def side_stream_output_reason(bound: Any, pristine: list[Any]) -> str | None:
-    """CUDA: is work still running elsewhere when forward returns? A stream-ordered copy of the output taken at
-    once differs from the output after a device-wide sync (run with the checks)."""
+    """CUDA, with the checks: the order half's reason (`stream_order.unordered_reason`), else the output half's."""
+    return _order_reason(bound, pristine) or _output_reason(bound, pristine)
+
+
+def _order_reason(bound: Any, pristine: list[Any]) -> str | None:
+    """`stream_order.unordered_reason`; None where the profiler fails (not the candidate's doing), a
+    CandidateFailure where the candidate raised or left the device unusable."""
+    import torch
+
+    from builder.verify.checks import CandidateFailure, exception_text
+    from builder.verify.stream_order import unordered_reason
+
+    try:
+        return unordered_reason(bound, pristine)
+    except CandidateFailure:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the profiler's failure, or a fault of the candidate's work
+        try:
+            torch.cuda.synchronize()
+        except Exception:  # noqa: BLE001 - the device is broken: the candidate's work faulted
+            raise CandidateFailure(exception_text(exc)) from None
+        return None
+
+
+def _output_reason(bound: Any, pristine: list[Any]) -> str | None:
+    """Is work still running elsewhere when forward returns? A stream-ordered copy of the output taken at once
+    differs from the output after a device-wide sync."""
     import torch
 
     from builder.verify.poison import poison_free_memory

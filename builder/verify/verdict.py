@@ -1,7 +1,9 @@
 """Verdict assembly: status + flags + measurements -> one KernelRecord (trusted parent side).
 
 The child's result is untrusted input: every value is type-checked here before it reaches a record,
-flags outside the vocabulary are dropped, and disqualifying flags override a claimed `correct`.
+flags outside the vocabulary are dropped, and disqualifying flags override a claimed `correct`. A CUDA runtime
+measured below its physical floor (`floor.py`, computed here from the clean reference's sizes) is one of them:
+`implausible_runtime`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 from builder import config
 from builder.candidates import Candidate
 from builder.tasks import Task
+from builder.verify import floor
 from schemas import STATUSES, KernelRecord, disqualifying_flags, flag_vocabulary
 
 RUNTIME_FIELDS = {"median_ms": "runtime_ms", "mean_ms": "runtime_mean_ms", "std_ms": "runtime_std_ms",
@@ -150,6 +153,8 @@ def assemble_record(
         if result.get("torch_profile") is not None:
             fields["torch_profile"] = _json_text(result["torch_profile"])
         fields["torch_own_fraction"] = _number(result.get("own_kernel_fraction"))
+        loaded = _integer(result.get("reference_state_loaded"))
+        fields["reference_state_loaded"] = loaded if loaded is not None and loaded >= 0 else None
     if baseline:
         fields["eager_clean_ms"] = _number(baseline.get("eager_ms"))
         fields["eager_ms"] = fields["eager_clean_ms"]
@@ -162,6 +167,11 @@ def assemble_record(
     fields["speedup_compile"] = speedup(fields.get("compile_ms"), fields.get("runtime_ms"))
     if fields["speedup_eager"] is not None and fields["speedup_eager"] > config.SUSPICIOUS_SPEEDUP:
         flags.add("suspicious_speedup")
+    fields["floor_ms"] = _number(fields.get("floor_ms"))
+    fields["speed_of_light"], implausible = floor.judge_runtime(fields.get("runtime_ms"), fields["floor_ms"])
+    if implausible and status == "correct":
+        flags.add("implausible_runtime")
+        error = error or f"implausible_runtime: {implausible}"
     if status not in STATUSES:
         error = f"child reported an unknown status {status!r}" + (f": {error}" if error else "")
         status = "crash"

@@ -175,6 +175,7 @@ def test_flag_classes():
         "ignores_input",
         "side_stream",
         "tampers_reference",
+        "implausible_runtime",
     } == set(disq)
     assert set(schemas.flag_vocabulary()) - disq == {
         "degenerate_task",

@@ -46,3 +46,22 @@ def test_a_card_without_cuda_kernels_says_nothing_of_work_queues(task):
     table = records(task, [{"backend": "cpu", "eval_s": 1.0, "device_connections": None}])
     facts = collect_facts(table, [], "mit")
     assert not facts.work_queues and "device_connections" not in render_card(facts, {})
+
+
+def test_the_card_states_the_runtime_floor_and_the_speed_of_light_of_correct_kernels(task):
+    table = records(task, [
+        {"backend": "cuda", "status": "correct", "floor_ms": 0.02, "speed_of_light": 0.8},
+        {"backend": "cuda", "status": "correct", "floor_ms": 0.01, "speed_of_light": 0.1},
+        {"backend": "cuda", "status": "incorrect", "floor_ms": 0.02, "speed_of_light": 11.0},  # implausible_runtime
+        {"backend": "cpu", "status": "correct", "floor_ms": None, "speed_of_light": None},
+    ])  # fmt: skip
+    facts = collect_facts(table, [], "mit")
+    assert facts.floors == 3 and facts.speeds_of_light == [0.1, 0.8]
+    card = render_card(facts, {})
+    assert "(`floor_ms`, 3 CUDA records)" in card and "median 0.45, highest 0.80" in card
+    assert "`implausible_runtime`" in card
+
+
+def test_a_card_without_floors_says_nothing_of_them(task):
+    table = records(task, [{"backend": "cpu", "floor_ms": None, "speed_of_light": None}])
+    assert "floor_ms`," not in render_card(collect_facts(table, [], "mit"), {})

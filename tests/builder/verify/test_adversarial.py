@@ -200,6 +200,13 @@ def assert_verdict(fixture: str, outcome: dict) -> None:
         assert (record["speedup_eager"] or 0) >= spec["min_speedup_eager"]
     if record["status"] == "correct":
         assert record["runtime_ms"] and record["runtime_ms"] > 0 and record["timing_method"]
+    if record["status"] == "correct" and record["backend"] == "cuda":
+        # Every correct CUDA record has a runtime floor (NVML read in the parent) that its honest runtime respects.
+        from builder import config
+
+        print(f"{fixture}: floor {record['floor_ms']} ms, speed_of_light {record['speed_of_light']}")
+        assert record["floor_ms"] and record["floor_ms"] > 0, record["floor_ms"]
+        assert 0 < record["speed_of_light"] < 1 / config.IMPLAUSIBLE_RUNTIME_FRACTION
 
 
 needs_cli = pytest.mark.skipif(
