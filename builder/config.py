@@ -298,6 +298,8 @@ EXPLORER_MAP_MIN_PER_GROUP = 200  # a sampled map keeps at least this many point
 EXPLORER_MAP_MARKER_SCALE = 40.0  # marker diameter = this / n_points**0.25 px, clipped to the two below
 EXPLORER_MAP_MARKER_MIN_PX = 4.0
 EXPLORER_MAP_MARKER_MAX_PX = 10.0
+EXPLORER_MAP_HEIGHT_PX = 620  # the map's plotting area (the figure adds its margins)
+EXPLORER_MAP_LABEL_WIDTH_PX = 700  # cluster labels are kept apart as if the plot were this narrow
 EXPLORER_MAP_PAD_FRACTION = 0.04  # the map's axes span the kernels plus this share of their extent on each side
 EXPLORER_FAST_P_MAX = 10.0  # the fast_p curve spans p in [0, this]
 EXPLORER_FAST_P_POINTS = 101
