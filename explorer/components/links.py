@@ -22,9 +22,28 @@ PAGE_FILES = {
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
 
 
+# Streamlit's Markdown turns text that merely looks like a URL, an e-mail address or an emoji code into a link or
+# a picture *after* parsing, so escaping cannot stop it; inside a code span it stays text.
+_AUTOLINKED = re.compile(r"[^\s|]*(?:://|www\.|@|:\w+:)[^\s|]*")
+
+
 def plain(text: object) -> str:
-    """Escape Markdown so archive text shows literally where Streamlit renders labels as Markdown."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
+    """Archive or URL text as Markdown that shows exactly these characters, where Streamlit renders Markdown
+    (titles, captions, messages, link labels): special characters escaped, URL-like words in code spans."""
+    text = str(text)
+    out, end = [], 0
+    for match in _AUTOLINKED.finditer(text):
+        out += [_MARKDOWN_SPECIAL.sub(r"\\\1", text[end : match.start()]), _code_span(match.group())]
+        end = match.end()
+    out.append(_MARKDOWN_SPECIAL.sub(r"\\\1", text[end:]))
+    return "".join(out)
+
+
+def _code_span(word: str) -> str:
+    """`word` as a code span: a fence of more backticks than any run inside, padded when it touches one."""
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", word)), default=0) + 1)
+    pad = " " if word.startswith("`") or word.endswith("`") else ""
+    return f"{fence}{pad}{word}{pad}{fence}"
 
 
 def kernel_link(kernel_id: str, label: str, key_hint: str = "") -> None:

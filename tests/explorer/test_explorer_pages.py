@@ -48,9 +48,17 @@ def table(app: AppTest, column: str):
     return matches[0]
 
 
+CODE_SPAN = re.compile(r"(?<!\\)(`+)( ?)(.*?)\2\1(?!`)")
+
+
 def shown(element) -> str:
-    """The text a reader sees in a Markdown element: archive and URL text arrive with Markdown escaped."""
-    return re.sub(r"\\(.)", r"\1", element.value)
+    """The text a reader sees in a Markdown element: archive and URL text arrive with Markdown escaped and
+    URL-like words in code spans."""
+    text, out, end = element.value, [], 0
+    for match in CODE_SPAN.finditer(text):
+        out += [re.sub(r"\\(.)", r"\1", text[end : match.start()]), match.group(3)]
+        end = match.end()
+    return "".join([*out, re.sub(r"\\(.)", r"\1", text[end:])])
 
 
 def code_text(app: AppTest) -> str:

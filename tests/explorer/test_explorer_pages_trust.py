@@ -7,7 +7,7 @@ import pytest
 
 from builder import config
 from tests.explorer.archive_factory import make_record, write_archive
-from tests.explorer.test_explorer_pages import no_background_warm_up, run_page, shown, table  # noqa: F401
+from tests.explorer.test_explorer_pages import CODE_SPAN, no_background_warm_up, run_page, shown, table  # noqa: F401
 
 LINK = "[open the new archive](https://evil.example/login)"
 MARKDOWN_ELEMENTS = ("title", "header", "subheader", "caption", "markdown", "error", "warning", "info", "success")
@@ -38,9 +38,10 @@ def synthetic(source_env, synthetic_dir, synthetic_archive):
 def test_markdown_in_any_url_parameter_is_shown_as_text(synthetic, page, params):
     app = run_page(page, **params)
     texts = markdown_texts(app)
-    # Escaped, the link is no link (nor a bare URL one): "\[open the new archive\]\(https\://..." renders as
-    # the characters typed.
-    assert not [t for t in texts if "](https://evil" in t or "https://evil" in t], texts
+    # Escaped, the link is no link, and the URL-like word sits in a code span (no bare-URL link either): the
+    # page shows the characters typed.
+    outside = [CODE_SPAN.sub("", t) for t in texts]
+    assert not [t for t in outside if "](" in t.replace("\\]\\(", "") or "https://evil" in t], texts
     if page != "search":  # the query stays in its text box; everything else names the value it did not use
         assert any(LINK in shown(element) for kind in ("error", "warning") for element in app.get(kind)), texts
 
@@ -49,9 +50,9 @@ def test_archive_text_in_titles_is_text(tmp_path, source_env):
     record = make_record("1/1", "**bold** [x](https://evil.example)", op_name="op [y](https://evil.example)")
     source_env(write_archive(tmp_path, [record]))
     kernel = run_page("kernel", id=record["kernel_id"])
-    assert shown(kernel.title[0]) == record["kernel_name"] and "](https" not in kernel.title[0].value
+    assert shown(kernel.title[0]) == record["kernel_name"] and "](" not in CODE_SPAN.sub("", kernel.title[0].value)
     task = run_page("task", id="1/1")
-    assert "](https" not in task.title[0].value and shown(task.title[0]).endswith(record["op_name"])
+    assert "](" not in CODE_SPAN.sub("", task.title[0].value) and shown(task.title[0]).endswith(record["op_name"])
 
 
 def test_unknown_filter_values_are_named_and_the_rest_still_apply(synthetic):
