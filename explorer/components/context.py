@@ -33,13 +33,17 @@ def _open(spec: str) -> Archive:
 
 
 def _warm_up(archive: Archive) -> None:
-    """Load the embedding matrix and the query model in the background (seconds each, once per server), after
-    the first page had the CPU, so the first semantic search or neighbour list does not pay for them."""
+    """Load the embedding matrix, the query model and the full-text word index in the background (seconds each,
+    once per server), after the first page had the CPU, so the first search or neighbour list does not pay."""
     time.sleep(config.EXPLORER_WARM_UP_DELAY_S)
     try:
         archive.embeddings()
         query_encoder(archive.embedding_model())
     except Exception:  # noqa: BLE001 - the search page reports these problems when a user gets there
+        pass
+    try:
+        archive.ensure_search_index()
+    except Exception:  # noqa: BLE001 - a full-text search reports it (an ArchiveError) when a user asks
         pass
     preload.freeze_heap(collect_first=True)
 

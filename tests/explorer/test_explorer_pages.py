@@ -80,6 +80,7 @@ def test_warm_up_loads_embeddings(synthetic_dir, monkeypatch):
     real_warm_up(archive)
     ids, matrix = archive._embeddings
     assert matrix.shape == (archive.size, 384)
+    assert archive._code_loaded  # the full-text word index too
 
 
 @pytest.fixture
