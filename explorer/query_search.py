@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from builder import config
-from explorer import text_query
+from explorer import text_index, text_query
 from explorer.filters import Filters
 from explorer.query_base import TABLE_COLUMNS, reads_parquet
 
@@ -26,13 +26,14 @@ class SearchMixin:
             return self.light_rows([]).assign(score=pd.Series(dtype=float))
         self.ensure_search_index()
         n = self.size
-        idf = []
-        for word in query.words:
-            df = self.scalar(
-                "SELECT count(*) FROM search_docs WHERE contains(names, ?) OR contains(code, ?)", [" " + word] * 2
-            )
-            idf.append(float(np.log(1 + (n - df + 0.5) / (df + 0.5))))
-        avg_length = float(self.scalar("SELECT avg(length(code)) FROM search_docs") or 1.0)
+        frequencies = {}
+        for word in query.words:  # kernels holding each word (cached per word: a later query reuses it)
+            match, params = text_query.match_sql(word)
+            frequencies[word] = self.scalar(f"SELECT count(*) FROM search_docs WHERE {match}", params)
+        words = tuple(sorted(query.words, key=lambda w: frequencies[w]))  # the rarest word narrows first
+        query = text_query.TextQuery(words, query.phrases)
+        idf = [float(np.log(1 + (n - frequencies[w] + 0.5) / (frequencies[w] + 0.5))) for w in words]
+        avg_length = float(self.scalar("SELECT avg(length(code)) FROM search_docs") or 1.0) or 1.0
         ranked, params = text_query.ranking_sql(query, idf, avg_length)
         where, filter_params = filters.where()
         cols = ", ".join(f"k.{c}" for c in TABLE_COLUMNS)
@@ -49,7 +50,7 @@ class SearchMixin:
         with self._index_lock:
             if self._code_loaded:
                 return
-            self.cursor().execute(text_query.DOCS_SQL)
+            text_index.build(self._con)
             self._code_loaded = True
 
     @reads_parquet

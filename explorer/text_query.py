@@ -1,13 +1,13 @@
 """Full-text query parsing and BM25 ranking SQL for the explorer's text search.
 
 DuckDB's `fts` extension is not part of the Python wheel (it is downloaded on first `INSTALL fts`), and the
-explorer must work offline, so the ranking is built here over two in-memory columns per kernel:
+explorer must work offline, so the ranking is built here over the index of `explorer/text_index.py`:
 
-- `words`: op name, task id, kernel name, strategy tags, cluster label and code, lower-cased, camelCase split and
-  every run of other characters turned into one space, with a space at each end. A query word matches a kernel
-  when some word of it *starts with* the query word's stem (`tiling` -> `til`: tile, tiled, tiles, tiling), found
-  with a plain substring search for `' ' + stem`, the fastest test DuckDB has;
-- `raw`: the same fields as written, lower-cased, for quoted phrases, which match exactly (case aside).
+- words: op name, task id, kernel name, strategy tags, cluster label and code with every character other than a
+  letter or digit turned into a space. A query word matches a kernel when some word of it *starts with* the
+  query word's stem (`tiling` -> `til`: tile, tiled, tiles, tiling), found with a plain substring search for
+  `' ' + stem` (the fastest test DuckDB has), or, inside a camelCase identifier, for the capitalised stem;
+- the same fields as written, lower-cased, for quoted phrases, which match exactly (case aside).
 
 Every query word and phrase must match (AND). Matches are ranked by Okapi BM25 over the words, a hit in the
 names counting `EXPLORER_SEARCH_NAME_WEIGHT` times (BM25F's field weight), the document length being its
@@ -65,49 +65,42 @@ def parse(text: str) -> TextQuery:
     return TextQuery(stems, tuple(dict.fromkeys(phrases))[: config.EXPLORER_SEARCH_MAX_WORDS])
 
 
-# `words` and `raw` of every kernel: built once, on the first full-text search or by the background warm-up.
-_NAMES = (
-    "coalesce(k.op_name, '') || ' ' || coalesce(k.task_id, '') || ' ' || coalesce(k.kernel_name, '') || ' ' || "
-    "array_to_string(coalesce(k.strategy_tags, []), ' ') || ' ' || coalesce(k.cluster_label, '')"
-)
-
-
-def _normalised(expr: str) -> str:
-    camel = f"regexp_replace({expr}, '([a-z0-9])([A-Z])', '\\1 \\2', 'g')"
-    return f"' ' || regexp_replace(lower({camel}), '[^a-z0-9]+', ' ', 'g') || ' '"
-
-
-DOCS_SQL = (
-    "CREATE TABLE search_docs AS SELECT k.kernel_id, "
-    f"{_normalised(_NAMES)} AS names, {_normalised('coalesce(r.cuda_code, ' + chr(39) * 2 + ')')} AS code, "
-    f"lower({_NAMES} || chr(10) || coalesce(r.cuda_code, '')) AS raw "
-    "FROM kernels k JOIN (SELECT kernel_id, cuda_code FROM records) r USING (kernel_id)"
-)
-
-
 def _occurrences(column: str) -> str:
-    """How often the parameter (a `' ' + stem` needle) occurs in `column`."""
+    """How often the parameter (a needle) occurs in `column`; the needle is bound twice."""
     return f"((length({column}) - length(replace({column}, ?, ''))) // length(?))"
 
 
-def ranking_sql(query: TextQuery, idf: list[float], avg_length: float) -> tuple[str, list]:
-    """SELECT kernel_id, score over search_docs: every word and phrase matched, scored by BM25F."""
-    k1, b = config.EXPLORER_SEARCH_BM25_K1, config.EXPLORER_SEARCH_BM25_B
+def match_sql(word: str) -> tuple[str, list]:
+    """A kernel has a word starting with `word`, in its names or its code (camelCase parts included)."""
+    return "(contains(names, ?) OR contains(words, ?))", [" " + word, " " + word]
+
+
+def _frequency_sql(word: str) -> tuple[str, list]:
+    """How often words starting with `word` occur: a hit in the names counts EXPLORER_SEARCH_NAME_WEIGHT; in the
+    code, the separate words (at least one when only a camelCase part matched)."""
     weight = config.EXPLORER_SEARCH_NAME_WEIGHT
+    sql = f"({weight} * {_occurrences('names')} + greatest({_occurrences('code')}, contains(words, ?)::INT))"
+    return sql, [" " + word] * 5
+
+
+def ranking_sql(query: TextQuery, idf: list[float], avg_length: float) -> tuple[str, list]:
+    """SELECT kernel_id, score over search_docs: every word and phrase matched, scored by BM25F. Words are
+    tested in the order given (rarest first, so later tests see few kernels)."""
+    k1, b = config.EXPLORER_SEARCH_BM25_K1, config.EXPLORER_SEARCH_BM25_B
     where: list[str] = []
     where_params: list = []
     terms: list[str] = []
     term_params: list = []
     for word, word_idf in zip(query.words, idf, strict=True):
-        needle = " " + word
-        where.append("(contains(names, ?) OR contains(code, ?))")
-        where_params += [needle, needle]
-        tf = f"({weight} * {_occurrences('names')} + {_occurrences('code')})"
+        match, match_params = match_sql(word)
+        where.append(match)
+        where_params += match_params
+        tf, tf_params = _frequency_sql(word)
         terms.append(f"? * {tf} * {k1 + 1} / ({tf} + {k1} * (1 - {b} + {b} * length(code) / ?))")
-        term_params += [word_idf, *[needle] * 4, *[needle] * 4, avg_length]
+        term_params += [word_idf, *tf_params, *tf_params, avg_length]
     for phrase in query.phrases:
-        where.append("contains(raw, ?)")
-        where_params.append(phrase)
+        where.append("(contains(names_raw, ?) OR contains(raw, ?))")
+        where_params += [phrase, phrase]
     score = " + ".join(terms) or "0"
     sql = f"SELECT kernel_id, {score} AS score FROM search_docs WHERE {' AND '.join(where) or 'TRUE'}"
     return sql, term_params + where_params
