@@ -1,13 +1,11 @@
 """Full-text query parsing and BM25 ranking SQL for the explorer's text search.
 
 DuckDB's `fts` extension is not part of the Python wheel (it is downloaded on first `INSTALL fts`), and the
-explorer must work offline, so the ranking is built here over the index of `explorer/text_index.py`:
-
-- words: op name, task id, kernel name, strategy tags, cluster label and code with every character other than a
-  letter or digit turned into a space. A query word matches a kernel when some word of it *starts with* the
-  query word's stem (`tiling` -> `til`: tile, tiled, tiles, tiling), found with a plain substring search for
-  `' ' + stem` (the fastest test DuckDB has), or, inside a camelCase identifier, for the capitalised stem;
-- the same fields as written, lower-cased, for quoted phrases, which match exactly (case aside).
+explorer must work offline, so the ranking is built here over the index of `explorer/text_index.py`. A query
+word matches a kernel when some word of its names or code *starts with* the query word's stem (`tiling` -> `til`:
+tile, tiled, tiles, tiling; camelCase parts are words too), found with a plain substring search for `' ' + stem`
+in the kernel's space-separated distinct words (the fastest test DuckDB has). Quoted phrases match the text as
+written, case aside.
 
 Every query word and phrase must match (AND). Matches are ranked by Okapi BM25 over the words, a hit in the
 names counting `EXPLORER_SEARCH_NAME_WEIGHT` times (BM25F's field weight), the document length being its
