@@ -152,7 +152,8 @@ def test_leaderboard_columns_and_kernel_link(server, page, synthetic_archive, tm
     assert header[: len(LEADERBOARD_COLUMNS)] == LEADERBOARD_COLUMNS
     assert not {"task_id", "kernel_id", "kernel_name"} & set(header)  # the ids live in the link columns only
     task_link, kernel_link = top[0], top[1]
-    assert task_link == f"task?id={first['task_id']}"
+    # the Task column shows "1/7 · layernorm" (the grid decodes the fragment it displays)
+    assert task_link == f"task?id={first['task_id']}#" + quote(f"{first['task_id']} · {first['op_name']}", safe="")
     assert kernel_link == f"kernel?id={first['kernel_id']}#{first['kernel_name']}"  # shown as the kernel's name
     assert page.locator('[data-testid="stMain"] [data-testid="stPageLink-NavLink"]').count() == 0  # one way only
     open_page(page, f"{server}/{kernel_link}", first["kernel_name"])  # where the link leads
