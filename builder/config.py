@@ -288,7 +288,6 @@ EXPLORER_SEARCH_STOP_WORDS = frozenset(
 )
 # Columns the explorer shows when an archive has them (read as NULL otherwise), beyond the record schema's.
 EXPLORER_OPTIONAL_COLUMNS = {"floor_ms": "DOUBLE", "speed_of_light": "DOUBLE"}
-EXPLORER_MAP_SELECTION_ROWS = 200  # kernels listed for a lasso/click selection on the map
 # The map draws at most this many points: software WebGL on a 2-core box spends ~2.3 s on the page and ~25 ms per
 # 1,000 points (100k: ~5 s). A larger archive is drawn as a fixed per-colour sample over a grey density image of
 # every kernel, with "draw all" one choice away; box/lasso selections list every kernel inside the shape.

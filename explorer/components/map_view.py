@@ -9,7 +9,7 @@ import streamlit as st
 
 from builder import config
 from explorer.components.charts import MISSING, OTHER_COLOUR, STATUS_COLOURS
-from explorer.components.links import kernel_table
+from explorer.components.links import csv_download, kernel_table
 from explorer.query import Archive
 
 # Colours for category values, chosen greedily so that each is as far as possible (CIELAB) from every colour
@@ -259,21 +259,20 @@ def selection_table(archive: Archive, filters, points: pd.DataFrame, event) -> N
     if not selection:
         return
     shapes = selection_shapes(selection)
-    limit = config.EXPLORER_MAP_SELECTION_ROWS
     if shapes:
-        count, rows = archive.map_region(shapes, filters, limit)
+        count, rows = archive.map_region(shapes, filters, limit=None)
     else:
         picked = [p.get("customdata") for p in selection.get("points", [])]
         picked = [int(r[0] if isinstance(r, list) else r) for r in picked if r is not None]
         ids = [points["kernel_id"].iloc[r] for r in picked if 0 <= r < len(points)]
-        count, rows = len(ids), archive.light_rows(ids[:limit])
+        count, rows = len(ids), archive.light_rows(ids)
     if not count:
         return
     st.subheader(f"Selected kernels ({count:,})")
-    if count > len(rows):
-        order = "ranking-eligible kernels first, fastest vs eager first" if shapes else "in the order clicked"
-        st.caption(f"The first {len(rows):,} listed, {order}.")
+    order = "ranking-eligible kernels first, fastest vs eager first" if shapes else "in the order clicked"
+    st.caption(f"Every kernel inside the selection, {order}.")
     kernel_table(rows, key="map_selection")
+    csv_download(rows, "map_selection.csv", key="map_selection_csv")
 
 
 def selection_shapes(selection: dict) -> list[tuple[list[float], list[float]]]:
