@@ -69,7 +69,7 @@ with page_errors():
         st.code(record["cuda_code"], language=LANGUAGES.get(record["language"], "cpp"), line_numbers=True)
         left, right = st.columns(2)
         left.download_button(
-            f"Download {source_filename(record)}",
+            f"Download {plain(source_filename(record))}",
             record["cuda_code"].encode(),
             file_name=source_filename(record),
             key="download_source",
