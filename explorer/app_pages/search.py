@@ -47,12 +47,15 @@ with page_errors():
             st.info(plain(f"Semantic search unavailable: {problem}. Showing full-text results instead."))
         else:
             results = archive.nearest(encoder(query), filters)
-            st.caption(plain(f"Semantic search with {archive.embedding_model()}: the {len(results)} nearest kernels"))
+            heading = f"The {len(results):,} nearest kernels"  # a ranking of every kernel: its head is listed
+            note = plain(f"by embedding similarity ({archive.embedding_model()})")
     if results is None:
         results = archive.search_text(query, filters)
+        heading = f"{len(results):,} {'kernel' if len(results) == 1 else 'kernels'} found"  # every match
+        note = "containing every word, best matches first"
     elapsed_ms = (time.perf_counter() - started) * 1000
-    st.subheader(f"{len(results):,} {'kernel' if len(results) == 1 else 'kernels'} found")
-    st.caption(f"in {elapsed_ms:.0f} ms")
+    st.subheader(heading)
+    st.caption(f"{note}; {elapsed_ms:.0f} ms")
     if results.empty:
         st.warning("No kernel matches.")
     else:
