@@ -20,7 +20,9 @@ from explorer.components.context import current_archive  # noqa: E402
 
 _HERE = Path(__file__).parent
 
-st.set_page_config(page_title="Verified kernel archive", page_icon=":material/memory:", layout="wide")
+# The favicon is a file served by the app itself: a Material icon or an emoji as page_icon makes the browser fetch
+# it from a font or emoji host, which an offline reader cannot reach.
+st.set_page_config(page_title="Verified kernel archive", page_icon=str(_HERE / "favicon.png"), layout="wide")
 
 # The page scripts live in app_pages/, not pages/: Streamlit runs a pages/ directory beside the main script as
 # "v1" pages, without this script (no navigation, no page config), until some session first runs st.navigation,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
@@ -76,25 +77,56 @@ class Filters:
 
     @classmethod
     def from_query_params(cls, params: Mapping) -> Filters:
-        """Read filters from st.query_params-like mappings (values str or list; comma lists accepted)."""
+        """Read filters from st.query_params-like mappings (values str or list; comma lists accepted); the first
+        value that is not understood is a UsageError."""
+        filters, problems = cls.parse_query_params(params)
+        if problems:
+            raise UsageError(problems[0])
+        return filters
+
+    @classmethod
+    def parse_query_params(cls, params: Mapping) -> tuple[Filters, list[str]]:
+        """(the filters understood, one sentence per value that is not): a bad value costs only itself."""
         kwargs: dict = {}
+        problems: list[str] = []
         for key in LIST_FILTERS:
             raw = _get_all(params, key)
             values = [v for item in raw for v in str(item).split(",") if v != ""]
+            if key == "level":
+                bad = [v for v in values if not _is_int(v)]
+                problems += [f"level must be a whole number, got {v!r}" for v in bad]
+                values = [v for v in values if v not in bad]
             if values:
                 kwargs[key] = tuple(dict.fromkeys(values))
         raw_speedup = _get_all(params, "min_speedup")
         if raw_speedup and raw_speedup[-1] != "":
-            try:
-                kwargs["min_speedup"] = float(raw_speedup[-1])
-            except ValueError:
-                raise UsageError(f"min_speedup must be a number, got {raw_speedup[-1]!r}") from None
-        return cls(**kwargs)
+            value = _finite_float(raw_speedup[-1])
+            if value is None or value < 0:
+                problems.append(f"min_speedup must be a finite number of 0 or more, got {raw_speedup[-1]!r}")
+            else:
+                kwargs["min_speedup"] = value
+        return cls(**kwargs), problems
 
     def is_empty(self) -> bool:
         return all(not getattr(self, f.name) for f in fields(self) if f.name != "min_speedup") and (
             self.min_speedup is None
         )
+
+
+def _is_int(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _finite_float(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def _get_all(params: Mapping, key: str) -> list[str]:

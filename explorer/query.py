@@ -35,6 +35,7 @@ class Overview:
     totals: dict[str, Any]
     counts_by_level: pd.DataFrame  # level, status, kernels
     counts_by_model: pd.DataFrame  # model, status, kernels
+    counts_by_category: pd.DataFrame  # op_category, status, kernels
     speedups: dict[str, np.ndarray]  # baseline -> speedups of the ranking-eligible kernels
     fast_p: dict[str, pd.DataFrame]  # baseline -> p, fast_p
     top: pd.DataFrame
@@ -50,6 +51,7 @@ class Archive(MapMixin, SearchMixin):
         self._pending: dict[tuple, Future] = {}
         self._embeddings: tuple[np.ndarray, np.ndarray] | None = None
         self._code_loaded = False
+        self._index_lock = threading.Lock()  # the search index builds for seconds at 100k: not under _lock
         self.size = self._con.execute("SELECT count(*) FROM kernels").fetchone()[0]
         if self.size == 0:
             raise UsageError(f"{source.label} holds no kernel records")
@@ -100,9 +102,24 @@ class Archive(MapMixin, SearchMixin):
             raise UsageError(f"unknown column {column!r}")
         if column in ("flags", "strategy_tags"):
             sql = f"SELECT DISTINCT unnest({column}) AS v FROM kernels ORDER BY v"
+        elif column == "task_id":
+            return list(self.task_names())
         else:
             sql = f"SELECT DISTINCT {column} AS v FROM kernels WHERE {column} IS NOT NULL ORDER BY v"
         return [v for v in self.df(sql)["v"].tolist() if v is not None]
+
+    def task_names(self) -> dict[str, str | None]:
+        """task_id -> op name, in numeric order (1/2 before 1/10)."""
+        frame = self.df(
+            "SELECT task_id, any_value(op_name) AS op_name FROM kernels GROUP BY task_id "
+            "ORDER BY min(level), min(task_number), task_id"
+        )
+        return dict(zip(frame["task_id"], frame["op_name"], strict=True))
+
+    def has_values(self, column: str) -> bool:
+        """Whether any kernel records `column` (optional columns are NULL in archives without them)."""
+        _check_sort(column)
+        return bool(self.scalar(f"SELECT count({column}) > 0 FROM kernels"))
 
     def embedding_model(self) -> str | None:
         return self.scalar("SELECT mode(embedding_model) FROM kernels WHERE embedding_model IS NOT NULL")
@@ -115,6 +132,7 @@ class Archive(MapMixin, SearchMixin):
             totals=self.totals(),
             counts_by_level=self.counts_by("level", "status"),
             counts_by_model=self.counts_by("model", "status"),
+            counts_by_category=self.counts_by("op_category", "status"),
             speedups={b: self.speedup_values(b) for b in BASELINES},
             fast_p={b: self.fast_p_curve(b) for b in BASELINES},
             top=self.top_kernels(config.EXPLORER_OVERVIEW_TOP_KERNELS),
@@ -185,7 +203,7 @@ class Archive(MapMixin, SearchMixin):
         where, params = filters.where()
         if eligible_only:
             where += " AND ranking_eligible"
-        order = f"{sort} {'DESC' if descending else 'ASC'} NULLS LAST, kernel_id"
+        order = f"{_order(sort, descending)}, kernel_id"
         limit_sql = f" LIMIT {int(limit)}" if limit else ""
         cols = ", ".join(columns)
         return self.df(f"SELECT {cols} FROM kernels WHERE {where} ORDER BY {order}{limit_sql}", params)
@@ -210,7 +228,7 @@ class Archive(MapMixin, SearchMixin):
             f"SELECT {cols}, n_eligible FROM (SELECT *, count(*) OVER (PARTITION BY task_id) AS n_eligible, "
             f"row_number() OVER (PARTITION BY task_id ORDER BY {column} DESC NULLS LAST, kernel_id) AS rank "
             f"FROM kernels WHERE ranking_eligible AND {where}) WHERE rank = 1 "
-            f"ORDER BY {sort} {'DESC' if descending else 'ASC'} NULLS LAST, task_id"
+            f"ORDER BY {_order(sort, descending)}, level, task_number"
         )
         return self.df(sql, params)
 
@@ -283,6 +301,14 @@ def _baseline_column(baseline: str) -> str:
     if baseline not in BASELINES:
         raise UsageError(f"baseline must be one of {', '.join(BASELINES)}, got {baseline!r}")
     return BASELINES[baseline]
+
+
+def _order(column: str, descending: bool) -> str:
+    """ORDER BY terms for a sort column; task ids in numeric order (1/2 before 1/10)."""
+    direction = "DESC" if descending else "ASC"
+    if column == "task_id":
+        return f"level {direction}, task_number {direction}"
+    return f"{column} {direction} NULLS LAST"
 
 
 def _check_sort(column: str) -> None:

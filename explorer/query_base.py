@@ -9,7 +9,7 @@ from typing import Any
 import duckdb
 
 from builder.errors import ArchiveError, UsageError
-from explorer.sources import ResolvedSource, records_sql
+from explorer.sources import ResolvedSource, optional_columns, records_sql
 from schemas import field_names
 
 HEAVY_COLUMNS = (
@@ -23,7 +23,7 @@ HEAVY_COLUMNS = (
     "error",
     "seeds",
 )
-LIGHT_COLUMNS = tuple(name for name in field_names() if name not in HEAVY_COLUMNS)
+LIGHT_COLUMNS = tuple(name for name in field_names() if name not in HEAVY_COLUMNS) + tuple(optional_columns())
 SORTABLE = frozenset(LIGHT_COLUMNS)
 BASELINES = {"eager": "speedup_eager", "compile": "speedup_compile"}
 TABLE_COLUMNS = (
@@ -41,6 +41,8 @@ TABLE_COLUMNS = (
     "speedup_eager",
     "speedup_compile",
     "strategy_tags",
+    "floor_ms",  # beside the speedups when the archive records them (hidden when empty)
+    "speed_of_light",
 )
 
 

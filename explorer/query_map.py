@@ -70,10 +70,14 @@ class MapMixin:
         return counts, x_edges, y_edges
 
     def map_region(
-        self, shapes: Sequence[tuple[Sequence[float], Sequence[float]]], filters: Filters = Filters(), limit: int = 200
+        self,
+        shapes: Sequence[tuple[Sequence[float], Sequence[float]]],
+        filters: Filters = Filters(),
+        limit: int | None = None,
     ) -> tuple[int, pd.DataFrame]:
         """Kernels whose map point lies inside any of the polygons (xs, ys) (a box is its 4 corners), under the
-        filters: (how many, the first `limit` of them as table rows: ranking-eligible first, then by speedup)."""
+        filters: (how many, them as table rows, the first `limit` when given: ranking-eligible first, then by
+        speedup)."""
         polygons = [(np.asarray(xs, float), np.asarray(ys, float)) for xs, ys in shapes]
         polygons = [(xs, ys) for xs, ys in polygons if len(xs) >= 3 and len(xs) == len(ys)]
         if not polygons:
@@ -97,7 +101,7 @@ class MapMixin:
             .execute(
                 f"SELECT {', '.join(TABLE_COLUMNS)} FROM kernels WHERE kernel_id IN (SELECT unnest(?::VARCHAR[]))"
                 " ORDER BY ranking_eligible DESC, speedup_eager DESC NULLS LAST, kernel_id LIMIT ?",
-                [ids, limit],
+                [ids, len(ids) if limit is None else limit],
             )
             .df()
         )

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from builder import config
+from explorer import text_index, text_query
 from explorer.filters import Filters
 from explorer.query_base import TABLE_COLUMNS, reads_parquet
 
@@ -17,33 +18,39 @@ from explorer.query_base import TABLE_COLUMNS, reads_parquet
 class SearchMixin:
     # --- search -------------------------------------------------------------------------------
     @reads_parquet
-    def search_text(
-        self, text: str, filters: Filters = Filters(), limit: int = config.EXPLORER_SEARCH_RESULTS
-    ) -> pd.DataFrame:
-        """Case-insensitive substring match over op name, kernel name and code, ranked by where it matched."""
-        where, params = filters.where()
-        needle = text.strip()
-        if not needle:
-            return self.light_rows([])
-        self._ensure_code_table()
+    def search_text(self, text: str, filters: Filters = Filters(), limit: int | None = None) -> pd.DataFrame:
+        """Every kernel matching all the words (any order, any field) and quoted phrases of `text`, best BM25
+        score first (explorer/text_query.py); `limit` caps the rows, the default is all of them."""
+        query = text_query.parse(text)
+        if query.is_empty():
+            return self.light_rows([]).assign(score=pd.Series(dtype=float))
+        self.ensure_search_index()
+        n = self.size
+        frequencies = {}
+        for word in query.words:  # kernels holding each word (cached per word: a later query reuses it)
+            match, params = text_query.match_sql(word)
+            frequencies[word] = self.scalar(f"SELECT count(*) FROM search_docs WHERE {match}", params)
+        words = tuple(sorted(query.words, key=lambda w: frequencies[w]))  # the rarest word narrows first
+        query = text_query.TextQuery(words, query.phrases)
+        idf = [float(np.log(1 + (n - frequencies[w] + 0.5) / (frequencies[w] + 0.5))) for w in words]
+        avg_length = float(self.scalar("SELECT avg(length(code)) FROM search_docs") or 1.0) or 1.0
+        ranked, params = text_query.ranking_sql(query, idf, avg_length)
+        where, filter_params = filters.where()
         cols = ", ".join(f"k.{c}" for c in TABLE_COLUMNS)
+        limit_sql = f" LIMIT {int(limit)}" if limit else ""
         sql = (
-            f"WITH hits AS (SELECT k.kernel_id, (CASE WHEN contains(lower(k.op_name), lower(?)) THEN 4 ELSE 0 END) + "
-            f"(CASE WHEN contains(lower(k.kernel_name), lower(?)) THEN 2 ELSE 0 END) + "
-            f"(CASE WHEN contains(c.code, lower(?)) THEN 1 ELSE 0 END) AS score "
-            f"FROM kernels k JOIN code c USING (kernel_id)) "
-            f"SELECT {cols}, h.score FROM hits h JOIN kernels k USING (kernel_id) "
-            f"WHERE h.score > 0 AND {where} "
-            f"ORDER BY h.score DESC, k.speedup_eager DESC NULLS LAST, k.kernel_id LIMIT {int(limit)}"
+            f"WITH hits AS ({ranked}) SELECT {cols}, h.score FROM hits h JOIN kernels k USING (kernel_id) "
+            f"WHERE {where} ORDER BY h.score DESC, k.speedup_eager DESC NULLS LAST, k.kernel_id{limit_sql}"
         )
-        return self.df(sql, [needle, needle, needle, *params])
+        return self.df(sql, [*params, *filter_params])
 
-    def _ensure_code_table(self) -> None:
-        """Lower-cased code in memory, built on the first full-text search: later searches skip Parquet decoding."""
-        with self._lock:
+    def ensure_search_index(self) -> None:
+        """The words and lower-cased text of every kernel in memory, built once (the first full-text search or
+        the background warm-up): searches never decode Parquet."""
+        with self._index_lock:
             if self._code_loaded:
                 return
-            self.cursor().execute("CREATE TABLE code AS SELECT kernel_id, lower(cuda_code) AS code FROM records")
+            text_index.build(self._con)
             self._code_loaded = True
 
     @reads_parquet

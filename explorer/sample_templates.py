@@ -237,7 +237,17 @@ def get_init_inputs():
 '''
 
 ERRORS = {
-    "compile_error": 'kernel.cu(14): error: identifier "TILE_K" is undefined\n1 error detected in the compilation of "kernel.cu".',
+    # As torch's extension builder reports it: its own line and the nvcc command first, nvcc's message after.
+    "compile_error": (
+        "RuntimeError: Error building extension 'ka_5f0c2a9e1b7d4c38': [1/2] /usr/local/cuda/bin/nvcc -MD -MF "
+        "ka_5f0c2a9e1b7d4c38.cuda.o.d -isystem /opt/torch/.venv/lib/python3.12/site-packages/torch/include "
+        "-gencode=arch=compute_90,code=sm_90 -O3 -std=c++17 -c "
+        "/opt/ka-cache/builds/5f0c2a9e1b7d4c38/ka_5f0c2a9e1b7d4c38/kernel.cu -o ka_5f0c2a9e1b7d4c38.cuda.o\n"
+        "FAILED: ka_5f0c2a9e1b7d4c38.cuda.o\n"
+        '/opt/ka-cache/builds/5f0c2a9e1b7d4c38/ka_5f0c2a9e1b7d4c38/kernel.cu(14): error: identifier "TILE_K" is '
+        "undefined\n"
+        '1 error detected in the compilation of "/opt/ka-cache/builds/5f0c2a9e1b7d4c38/ka_5f0c2a9e1b7d4c38/kernel.cu".'
+    ),
     "runtime_error": "CUDA error: an illegal memory access was encountered (cudaErrorIllegalAddress) in forward",
     "timeout": "evaluation exceeded 300 s and was killed (process group)",
     "crash": "child exited with signal 11 (SIGSEGV) before writing its result",

@@ -158,6 +158,15 @@ def _sql_type(arrow_name: str) -> str:
     return scalar[arrow_name]
 
 
+def optional_columns() -> dict[str, str]:
+    """Columns read when an archive has them (NULL otherwise) that the record schema does not (yet) define."""
+    return {n: t for n, t in config.EXPLORER_OPTIONAL_COLUMNS.items() if n not in arrow_types()}
+
+
+def _optional_column(name: str, sql_type: str, present: bool) -> str:
+    return f'CAST("{name}" AS {sql_type}) AS "{name}"' if present else f'CAST(NULL AS {sql_type}) AS "{name}"'
+
+
 def records_sql(source: ResolvedSource) -> str:
     """A SELECT yielding every kernel_record column (in schema order) from the source's files."""
     file_list = "[" + ", ".join("'" + str(f).replace("'", "''") + "'" for f in source.files) + "]"
@@ -169,6 +178,7 @@ def records_sql(source: ResolvedSource) -> str:
             present |= set(pq.read_schema(f).names)
         # Older exports may lack newer optional columns: fill them with typed NULLs.
         cols = [f'"{n}"' if n in present else f'CAST(NULL AS {_sql_type(t)}) AS "{n}"' for n, t in types.items()]
+        cols += [_optional_column(n, t, n in present) for n, t in optional_columns().items()]
         return f"SELECT {', '.join(cols)} FROM {scan}"
     mapped = {ours: col for col, (ours, _typ) in sakana_mapping().items()}
     exprs = {}
@@ -192,4 +202,5 @@ def records_sql(source: ResolvedSource) -> str:
         ranking_eligible='coalesce("Correct", false)',
         suite="'sakana'",
     )
+    exprs.update({n: f"CAST(NULL AS {t})" for n, t in optional_columns().items()})
     return "SELECT " + ", ".join(f'{expr} AS "{name}"' for name, expr in exprs.items()) + f" FROM {scan}"

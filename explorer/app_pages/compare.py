@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from explorer.components.context import current_archive, page_errors
-from explorer.components.links import kernel_link
+from explorer.components.links import kernel_link, plain
 from explorer.components.profiles import PROFILE_NUMBERS
 
 METRICS = (
@@ -47,7 +47,7 @@ with page_errors():
     records = {side: archive.kernel(kid) for side, kid in ids.items()}
     missing = [f"{side.upper()} ({ids[side]})" for side, rec in records.items() if rec is None]
     if missing:
-        st.error(f"No such kernel in this archive: {', '.join(missing)}")
+        st.error(plain(f"No such kernel in this archive: {', '.join(missing)}"))
         st.stop()
     a, b = records["a"], records["b"]
 

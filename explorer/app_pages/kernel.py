@@ -7,8 +7,10 @@ import streamlit as st
 
 from explorer.components.context import current_archive, page_errors
 from explorer.components.downloads import reverify_script, source_filename
-from explorer.components.links import compare_link, kernel_link, kernel_table, task_link
+from explorer.components.kernel_header import identity, measurement_context, timing_metrics
+from explorer.components.links import compare_link, kernel_link, kernel_table, plain, task_link
 from explorer.components.profiles import PROFILE_NUMBERS, clang_tidy_diagnostics, profile_section
+from explorer.kernel_facts import first_error_line, shorten_paths
 from explorer.query_base import HEAVY_COLUMNS
 from schemas import disqualifying_flags, flag_vocabulary
 
@@ -23,22 +25,22 @@ with page_errors():
         st.stop()
     record = archive.kernel(kernel_id)
     if record is None:
-        st.error(f"No kernel {kernel_id!r} in this archive.")
+        st.error(plain(f"No kernel {kernel_id!r} in this archive."))
         st.stop()
 
-    st.title(record["kernel_name"])
-    st.caption(
-        f"kernel {record['kernel_id']} · {record['language']} on {record['backend']} · generator {record['generator']}"
-        + (f" · model {record['model']}" if record.get("model") else "")
-        + (f" · experiment {record['experiment']}" if record.get("experiment") else "")
-    )
-    task_link(record["task_id"], f"Task {record['task_id']}: {record['op_name']}")
+    st.title(plain(record["kernel_name"]))
+    st.caption(plain(" · ".join(identity(record))))
+    task_link(record["task_id"], f"Task {record['task_id']} · {record['op_name']}")
 
     status = record["status"]
     verdict = f"Verdict: {status}" + (
         " · ranking-eligible" if record["ranking_eligible"] else " · not ranking-eligible"
     )
-    (st.success if record["ranking_eligible"] else st.warning if status == "correct" else st.error)(verdict)
+    (st.success if record["ranking_eligible"] else st.warning if status == "correct" else st.error)(plain(verdict))
+    headline = first_error_line(record.get("error")) if status != "correct" else None
+    if headline:
+        # The compiler's own words first: the full text (a build command, paths) is in the Error tab.
+        st.error(plain(headline), icon=":material/error:")
     vocabulary = flag_vocabulary()
     flags = record.get("flags") or []
     if flags:
@@ -57,20 +59,8 @@ with page_errors():
             key="flags_table",
         )
 
-    cols = st.columns(5)
-    for column, (label, name, fmt) in zip(
-        cols,
-        (
-            ("Runtime (ms)", "runtime_ms", "{:.4f}"),
-            ("Eager (ms)", "eager_ms", "{:.4f}"),
-            ("torch.compile (ms)", "compile_ms", "{:.4f}"),
-            ("Speedup vs eager", "speedup_eager", "{:.2f}x"),
-            ("Speedup vs compile", "speedup_compile", "{:.2f}x"),
-        ),
-        strict=True,
-    ):
-        value = record.get(name)
-        column.metric(label, fmt.format(value) if value is not None else "—")
+    timing_metrics(record)
+    st.caption(plain(" · ".join(measurement_context(record))))
 
     code_tab, profile_tab, tidy_tab, error_tab, related_tab, details_tab = st.tabs(
         ["Code", "Profiles", "clang-tidy", "Error", "Neighbours & lineage", "Details"]
@@ -79,7 +69,7 @@ with page_errors():
         st.code(record["cuda_code"], language=LANGUAGES.get(record["language"], "cpp"), line_numbers=True)
         left, right = st.columns(2)
         left.download_button(
-            f"Download {source_filename(record)}",
+            f"Download {plain(source_filename(record))}",
             record["cuda_code"].encode(),
             file_name=source_filename(record),
             key="download_source",
@@ -111,7 +101,7 @@ with page_errors():
             st.dataframe(diagnostics, hide_index=True, key="tidy_table")
     with error_tab:
         if record.get("error"):
-            st.code(record["error"], language=None)
+            st.code(shorten_paths(record["error"]), language=None, wrap_lines=True)
         else:
             st.caption("No error recorded.")
         st.dataframe(

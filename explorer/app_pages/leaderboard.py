@@ -8,15 +8,28 @@ from explorer.components.context import current_archive, page_errors
 from explorer.components.filter_bar import filter_sidebar, url_choice
 from explorer.components.links import csv_download, kernel_table
 
-SORTS = ["speedup_eager", "speedup_compile", "runtime_ms", "task_id", "model", "kernel_name"]
+SORTS = {
+    "speedup_eager": "Speedup vs eager",
+    "speedup_compile": "Speedup vs torch.compile",
+    "runtime_ms": "Runtime",
+    "speed_of_light": "Speed of light",
+    "task_id": "Task",
+    "model": "Model",
+    "kernel_name": "Kernel name",
+}
+ORDERS = {"desc": "Descending", "asc": "Ascending"}
+BASELINE_WORDS = {"eager": "PyTorch eager", "compile": "torch.compile"}
 
 with page_errors():
     archive = current_archive()
     st.title("Leaderboard")
     filters = filter_sidebar(archive, "leaderboard")
-    sort = url_choice("sort", SORTS, "speedup_eager", "Sort by", "leaderboard")
-    order = url_choice("order", ["desc", "asc"], "desc", "Order", "leaderboard")
-    baseline = url_choice("baseline", ["eager", "compile"], "eager", "Best kernel by speedup vs", "leaderboard")
+    sorts = {k: v for k, v in SORTS.items() if k != "speed_of_light" or archive.has_values("speed_of_light")}
+    sort = url_choice("sort", list(sorts), "speedup_eager", "Sort by", "leaderboard", labels=sorts)
+    order = url_choice("order", list(ORDERS), "desc", "Order", "leaderboard", labels=ORDERS)
+    baseline = url_choice(
+        "baseline", list(BASELINE_WORDS), "eager", "Best kernel by speedup vs", "leaderboard", labels=BASELINE_WORDS
+    )
 
     best = archive.best_per_task(filters, sort=sort, descending=order == "desc", baseline=baseline)
     st.subheader(f"Best ranking-eligible kernel per task ({len(best)} tasks)")
@@ -24,7 +37,7 @@ with page_errors():
         "Ranking-eligible: verified correct and without any verifier flag. "
         f"{archive.count(filters):,} kernels match the filters. A kernel's name opens its page."
     )
-    kernel_table(best, key="best_table")
+    kernel_table(best, key="best_table", noun="tasks")
     csv_download(best, "leaderboard_best_per_task.csv", key="best_csv")
 
     per_model = archive.by_model(filters)

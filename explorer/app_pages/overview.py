@@ -7,19 +7,23 @@ import streamlit as st
 
 from explorer.components.charts import bar_counts, fast_p_chart, log_histogram, show
 from explorer.components.context import current_archive, page_errors
-from explorer.components.links import markdown_kernel_table
+from explorer.components.links import markdown_kernel_table, plain
 
 with page_errors():
     archive = current_archive()
     st.title("Verified kernel archive")
     overview = archive.overview()
     totals = overview.totals
-    cols = st.columns(5)
+    several_models = totals["models"] > 1  # a count of 0 or 1 and a one-bar chart say nothing
+    cols = st.columns(5 if several_models else 4)
     cols[0].metric("Kernels", f"{totals['kernels']:,}")
     cols[1].metric("Tasks", f"{totals['tasks']:,}")
     cols[2].metric("Correct", f"{totals['correct_rate']:.1%}")
     cols[3].metric("Ranking-eligible", f"{totals['eligible_rate']:.1%}", help="correct and without any verifier flag")
-    cols[4].metric("Models", totals["models"])
+    if several_models:
+        cols[4].metric("Models", totals["models"])
+    elif totals["models"] == 1:
+        st.caption(plain(f"Every kernel comes from one model: {overview.counts_by_model['model'].dropna().iloc[0]}."))
 
     left, right = st.columns(2)
     with left:
@@ -28,10 +32,13 @@ with page_errors():
             "counts_level",
         )
     with right:
-        show(
-            bar_counts(overview.counts_by_model, "model", "status", "Kernels by model and status"),
-            "counts_model",
-        )
+        if several_models:
+            chart = bar_counts(overview.counts_by_model, "model", "status", "Kernels by model and status")
+        else:
+            chart = bar_counts(
+                overview.counts_by_category, "op_category", "status", "Kernels by op category and status"
+            )
+        show(chart, "counts_model")
 
     st.subheader("Speedups of ranking-eligible kernels")
     left, right = st.columns(2)

@@ -6,28 +6,32 @@ import streamlit as st
 
 from explorer.components.charts import bar_counts, runtime_speedup_scatter, show
 from explorer.components.context import current_archive, page_errors
-from explorer.components.links import csv_download, kernel_table
+from explorer.components.links import csv_download, kernel_table, plain
 from explorer.filters import Filters
 
 with page_errors():
     archive = current_archive()
     task_id = st.query_params.get("id")
-    tasks = archive.options("task_id")
+    names = archive.task_names()  # numeric order
     if not task_id:
         st.title("Task")
         st.info("Pick a task (or open /task?id=LEVEL/NUMBER).")
-        choice = st.selectbox("Task", tasks, index=None, key="task_pick")
+        choice = st.selectbox(
+            "Task", list(names), index=None, key="task_pick", format_func=lambda t: f"{t} · {names[t] or '?'}"
+        )
         if choice:
             st.query_params["id"] = choice
             st.rerun()
         st.stop()
     task = archive.task(task_id)
     if task is None:
-        st.error(f"No task {task_id!r} in this archive.")
+        st.error(plain(f"No task {task_id!r} in this archive."))
         st.stop()
 
-    st.title(f"Task {task['task_id']}: {task['op_name']}")
-    st.caption(f"level {task['level']} · category {task['op_category'] or 'unknown'} · {task['kernels']} kernels")
+    st.title(plain(f"Task {task['task_id']} · {task['op_name']}"))
+    st.caption(
+        plain(f"level {task['level']} · category {task['op_category'] or 'unknown'} · {task['kernels']:,} kernels")
+    )
     kernels = archive.task_kernels(task_id)
 
     left, right = st.columns(2)

@@ -12,6 +12,7 @@ import streamlit as st
 from builder import config
 from builder.errors import ArchiveError
 from explorer import preload
+from explorer.components.links import plain
 from explorer.embedder import query_encoder
 from explorer.query import Archive
 from explorer.sources import resolve_source, source_from_env
@@ -32,13 +33,17 @@ def _open(spec: str) -> Archive:
 
 
 def _warm_up(archive: Archive) -> None:
-    """Load the embedding matrix and the query model in the background (seconds each, once per server), after
-    the first page had the CPU, so the first semantic search or neighbour list does not pay for them."""
+    """Load the embedding matrix, the query model and the full-text word index in the background (seconds each,
+    once per server), after the first page had the CPU, so the first search or neighbour list does not pay."""
     time.sleep(config.EXPLORER_WARM_UP_DELAY_S)
     try:
         archive.embeddings()
         query_encoder(archive.embedding_model())
     except Exception:  # noqa: BLE001 - the search page reports these problems when a user gets there
+        pass
+    try:
+        archive.ensure_search_index()
+    except Exception:  # noqa: BLE001 - a full-text search reports it (an ArchiveError) when a user asks
         pass
     preload.freeze_heap(collect_first=True)
 
@@ -54,19 +59,19 @@ def current_archive(show_source: bool = True) -> Archive:
     try:
         archive = _open(spec)
     except ArchiveError as exc:  # a bad source: say what is wrong in the app, never a traceback
-        st.error(f"Cannot open the archive: {exc}")
+        st.error(plain(f"Cannot open the archive: {exc}"))
         st.stop()
         raise  # unreachable: st.stop() ends the run
     if show_source:
         st.html(STILL_SKELETONS)
-        st.sidebar.caption(f"Source: {archive.source.label} ({archive.size:,} kernels)")
+        st.sidebar.caption(plain(f"Source: {archive.source.label} ({archive.size:,} kernels)"))
         source_banner(archive)
     return archive
 
 
 def source_banner(archive: Archive) -> None:
     for note in archive.source.notes:
-        st.warning(note, icon=":material/info:")
+        st.warning(plain(note), icon=":material/info:")
 
 
 @contextmanager
@@ -78,4 +83,4 @@ def page_errors() -> Iterator[None]:
     try:
         yield
     except ArchiveError as exc:
-        st.error(f"Cannot read the archive: {exc}")
+        st.error(plain(f"Cannot read the archive: {exc}"))

@@ -22,9 +22,28 @@ PAGE_FILES = {
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
 
 
+# Streamlit's Markdown turns text that merely looks like a URL, an e-mail address or an emoji code into a link or
+# a picture *after* parsing, so escaping cannot stop it; inside a code span it stays text.
+_AUTOLINKED = re.compile(r"[^\s|]*(?:://|www\.|@|:\w+:)[^\s|]*")
+
+
 def plain(text: object) -> str:
-    """Escape Markdown so archive text shows literally where Streamlit renders labels as Markdown."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
+    """Archive or URL text as Markdown that shows exactly these characters, where Streamlit renders Markdown
+    (titles, captions, messages, link labels): special characters escaped, URL-like words in code spans."""
+    text = str(text)
+    out, end = [], 0
+    for match in _AUTOLINKED.finditer(text):
+        out += [_MARKDOWN_SPECIAL.sub(r"\\\1", text[end : match.start()]), _code_span(match.group())]
+        end = match.end()
+    out.append(_MARKDOWN_SPECIAL.sub(r"\\\1", text[end:]))
+    return "".join(out)
+
+
+def _code_span(word: str) -> str:
+    """`word` as a code span: a fence of more backticks than any run inside, padded when it touches one."""
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", word)), default=0) + 1)
+    pad = " " if word.startswith("`") or word.endswith("`") else ""
+    return f"{fence}{pad}{word}{pad}{fence}"
 
 
 def kernel_link(kernel_id: str, label: str, key_hint: str = "") -> None:
@@ -51,6 +70,8 @@ TABLE_ORDER = (
     "speedup_eager",
     "speedup_compile",
     "runtime_ms",
+    "speed_of_light",
+    "floor_ms",
     "op_name",
     "status",
     "flags",
@@ -78,6 +99,8 @@ HEADERS = {
     "compile_ms": "torch.compile (ms)",
     "similarity": "Similarity",
     "n_eligible": "Eligible kernels",
+    "floor_ms": "Floor (ms)",
+    "speed_of_light": "Speed of light (floor ÷ runtime)",
 }
 
 
@@ -90,7 +113,11 @@ def with_links(frame: pd.DataFrame) -> pd.DataFrame:
             "kernel?id=" + out["kernel_id"].astype(str) + "#" + names.astype(str).map(lambda n: quote(n, safe=""))
         )
     if "task_id" in out:
-        out["task"] = "task?id=" + out["task_id"].astype(str)
+        # "1/23 · softmax": the task's number and name, so a reader need not scroll to the Op column
+        labels = out["task_id"].astype(str)
+        if "op_name" in out:
+            labels = labels + out["op_name"].map(lambda n: f" · {n}" if isinstance(n, str) and n else "")
+        out["task"] = "task?id=" + out["task_id"].astype(str) + "#" + labels.map(lambda n: quote(n, safe=""))
     return out
 
 
@@ -102,18 +129,20 @@ def shown_columns(frame: pd.DataFrame) -> list[str]:
     return sorted(present, key=lambda c: (TABLE_ORDER.index(c) if c in TABLE_ORDER else len(TABLE_ORDER), c))
 
 
-def kernel_table(frame: pd.DataFrame, key: str, height: int | None = None) -> None:
+def kernel_table(frame: pd.DataFrame, key: str, height: int | None = None, noun: str = "kernels") -> None:
     """A kernel table: the Kernel column links to the kernel page, the Task column to the task page; human headers
-    with units; columns empty for the archive hidden."""
-    shown = with_links(frame.head(config.EXPLORER_TABLE_ROWS))
+    with units; columns empty for the archive hidden. Every row is reachable: a frame longer than a page says
+    its true total and which rows are shown, with the page to show chosen below it."""
+    start = page_start(len(frame), key, noun)
+    shown = with_links(frame.iloc[start : start + config.EXPLORER_TABLE_ROWS])
     column_config: dict = {name: HEADERS.get(name, name) for name in shown.columns}
     column_config["kernel"] = st.column_config.LinkColumn(HEADERS["kernel"], display_text=r"#(.*)$")
-    column_config["task"] = st.column_config.LinkColumn(HEADERS["task"], display_text=r"task\?id=(.*)")
+    column_config["task"] = st.column_config.LinkColumn(HEADERS["task"], display_text=r"#(.*)$")
     for name in ("flags", "strategy_tags"):
         column_config[name] = st.column_config.ListColumn(HEADERS[name])
-    for name in ("speedup_eager", "speedup_compile", "similarity"):
+    for name in ("speedup_eager", "speedup_compile", "similarity", "speed_of_light"):
         column_config[name] = st.column_config.NumberColumn(HEADERS[name], format="%.3f")
-    for name in ("runtime_ms", "eager_ms", "compile_ms"):
+    for name in ("runtime_ms", "eager_ms", "compile_ms", "floor_ms"):
         column_config[name] = st.column_config.NumberColumn(HEADERS[name], format="%.4f")
     st.dataframe(
         shown,
@@ -123,6 +152,21 @@ def kernel_table(frame: pd.DataFrame, key: str, height: int | None = None) -> No
         key=key,
         height=height or "auto",
     )
+
+
+def page_start(total: int, key: str, noun: str) -> int:
+    """The first row of the page of a `total`-row table to show; with more than one page, a caption with the
+    true total and a page picker."""
+    rows = config.EXPLORER_TABLE_ROWS
+    if total <= rows:
+        return 0
+    pages = -(-total // rows)
+    page = int(st.session_state.get(f"{key}_page", 1))
+    page = min(max(page, 1), pages)
+    start = (page - 1) * rows
+    st.caption(f"{noun.capitalize()} {start + 1:,}–{min(start + rows, total):,} of {total:,} (page {page} of {pages}).")
+    st.number_input(f"Page (of {pages:,})", min_value=1, max_value=pages, step=1, key=f"{key}_page")
+    return start
 
 
 def markdown_cell(text: object) -> str:
@@ -162,9 +206,10 @@ def _number(value: object, pattern: str) -> str:
 
 
 def csv_download(frame: pd.DataFrame, name: str, key: str) -> None:
+    """Every row of `frame`, written as CSV only when the button is pressed (100k rows take a second)."""
     st.download_button(
-        f"Download CSV ({len(frame)} rows)",
-        frame.to_csv(index=False).encode(),
+        f"Download CSV (all {len(frame):,} rows)",
+        lambda: frame.to_csv(index=False).encode(),
         file_name=name,
         mime="text/csv",
         key=key,

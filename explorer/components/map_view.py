@@ -9,27 +9,47 @@ import streamlit as st
 
 from builder import config
 from explorer.components.charts import MISSING, OTHER_COLOUR, STATUS_COLOURS
-from explorer.components.links import kernel_table
+from explorer.components.links import csv_download, kernel_table
 from explorer.query import Archive
 
-PALETTE = [
-    "#1f77b4",
-    "#ff7f0e",
-    "#2ca02c",
-    "#d62728",
-    "#9467bd",
-    "#8c564b",
-    "#e377c2",
-    "#7f7f7f",
-    "#bcbd22",
-    "#17becf",
-    "#393b79",
-    "#637939",
-    "#8c6d31",
-    "#843c39",
-    "#7b4173",
-    "#3182bd",
-]
+# Colours for category values, chosen greedily so that each is as far as possible (CIELAB) from every colour
+# before it: any two are at least 33 ΔE*76 apart, none is grey (chroma >= 35) nor too light to see on white, so a
+# cluster never reads as the grey density beneath nor as the unclustered points. A 25th value reuses the first
+# colour with the next marker symbol: (colour, symbol) pairs stay unique.
+PALETTE = (
+    "#1e78b4",
+    "#00e100",
+    "#ff0000",
+    "#4b00ff",
+    "#ff3cb4",
+    "#e1c378",
+    "#00d2b4",
+    "#873c3c",
+    "#1e6900",
+    "#9669f0",
+    "#f0a5d2",
+    "#ff9600",
+    "#b4d20f",
+    "#f00fff",
+    "#ff4b69",
+    "#785a00",
+    "#5ad269",
+    "#783c78",
+    "#00d2ff",
+    "#a52d00",
+    "#ff9678",
+    "#00694b",
+    "#960096",
+    "#a5a5ff",
+)
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "triangle-down")
+# Unclustered kernels and missing values: dark grey crosses, apart from the palette in hue, from the light grey
+# density image in lightness and from every cluster in shape.
+UNGROUPED_MARKER = {"color": "#404040", "symbol": "x"}
+LABEL_CHAR_PX = 7.5  # a 12 px label's average character width, rounded up: label boxes are not underestimated
+LABEL_HEIGHT_PX = 18
+LABEL_STEP_PX = 22  # a displaced label moves this far per step, above or below its cluster, with a leader line
+LABEL_STEPS = 8
 
 SPEEDUP_COLUMNS = {"speedup_eager": "Speedup vs eager (×)", "speedup_compile": "Speedup vs torch.compile (×)"}
 SPEEDUP_TICKS = (0.01, 0.1, 0.25, 0.5, 1, 2, 4, 10, 100)
@@ -62,7 +82,7 @@ def map_figure(
                 customdata=row_numbers[part],
                 text=hover[part],
                 name=name,
-                marker=dict(size=size, opacity=0.85, **marker),
+                marker={"size": size, "opacity": 0.85, **marker},
                 hovertemplate="%{text}<extra></extra>",
             )
         )
@@ -79,27 +99,38 @@ def map_figure(
             keys = points[column].astype(str).fillna(MISSING)
         # One figure, one WebGL trace per category value so the legend names them; same palette on every run,
         # and statuses in the colours every other chart gives them.
-        # Unclustered and missing values are grey, so the palette's colours go to the groups that mean something.
+        # Unclustered and missing values are marked apart, so the palette's colours go to the groups that mean
+        # something.
         grey = {MISSING, config.NOISE_CLUSTER_LABEL}
-        values = sorted(keys.unique(), key=lambda v: (v in grey, v))
-        for i, value in enumerate(values):
+        values = sorted(keys.unique())
+        # Ungrouped points are drawn first, beneath every cluster, and listed last in the legend.
+        for value in (v for v in values if v in grey):
+            marker = dict(color=OTHER_COLOUR) if column == "status" else dict(UNGROUPED_MARKER)
+            add_points((keys == value).to_numpy(), escape_plotly(str(value)), {**marker, "opacity": 0.6})
+            figure.data[-1].legendrank = 2000  # Plotly's default rank is 1000
+        for i, value in enumerate(v for v in values if v not in grey):
             if column == "status":
-                colour = STATUS_COLOURS.get(value, OTHER_COLOUR)
+                marker = dict(color=STATUS_COLOURS.get(value, OTHER_COLOUR))
             else:
-                colour = OTHER_COLOUR if value in grey else PALETTE[i % len(PALETTE)]
-            add_points((keys == value).to_numpy(), escape_plotly(str(value)), dict(color=colour))
-    for row in centres.itertuples(index=False):
+                marker = category_marker(i)
+            add_points((keys == value).to_numpy(), escape_plotly(str(value)), marker)
+    x_range, y_range = data_frame_ranges(points, density)
+    for row, offset in zip(centres.itertuples(index=False), label_offsets(centres, x_range, y_range), strict=True):
         figure.add_annotation(
             x=row.x,
             y=row.y,
             text=escape_plotly(str(row.label)),
-            showarrow=False,
+            showarrow=offset != 0,  # a displaced label keeps a thin line to its cluster's median
+            ax=0,
+            ay=offset,
+            arrowhead=0,
+            arrowwidth=1,
+            arrowcolor="#404040",
             font=dict(size=12, color="black"),
-            bgcolor="rgba(255,255,255,0.7)",
+            bgcolor="rgba(255,255,255,0.8)",
         )
-    x_range, y_range = data_frame_ranges(points, density)
     figure.update_layout(
-        height=640,
+        height=config.EXPLORER_MAP_HEIGHT_PX + 20,
         margin=dict(t=10, b=10, l=10, r=10),
         dragmode="lasso",
         # UMAP coordinates have no units: no ticks, grid or zero lines to read meaning into. The axes are
@@ -110,6 +141,47 @@ def map_figure(
         hoverlabel=dict(align="left"),
     )
     return figure
+
+
+def category_marker(index: int) -> dict:
+    return dict(color=PALETTE[index % len(PALETTE)], symbol=SYMBOLS[(index // len(PALETTE)) % len(SYMBOLS)])
+
+
+def label_boxes(centres: pd.DataFrame, x_range: list[float], y_range: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    """Each label's centre in pixels of a plot `EXPLORER_MAP_LABEL_WIDTH_PX` wide (a narrow one: on a wider
+    screen labels only move apart) and its (width, height) in pixels."""
+    width, height = config.EXPLORER_MAP_LABEL_WIDTH_PX, config.EXPLORER_MAP_HEIGHT_PX
+    px = (centres["x"].to_numpy(float) - x_range[0]) / (x_range[1] - x_range[0]) * width
+    py = (y_range[1] - centres["y"].to_numpy(float)) / (y_range[1] - y_range[0]) * height  # down the screen
+    sizes = np.array([[len(str(label)) * LABEL_CHAR_PX + 8, LABEL_HEIGHT_PX] for label in centres["label"]])
+    return np.stack([px, py], axis=1).reshape(-1, 2), sizes.reshape(-1, 2)
+
+
+def label_offsets(centres: pd.DataFrame, x_range: list[float], y_range: list[float]) -> list[int]:
+    """Vertical pixel offsets that keep cluster labels from overlapping: the largest clusters are placed first,
+    at their medians; a label that would overlap one placed moves up or down in steps until it is clear (or,
+    when no step is, to where it overlaps least)."""
+    if centres.empty:
+        return []
+    at, sizes = label_boxes(centres, x_range, y_range)
+    order = np.argsort(-centres["n"].to_numpy(), kind="stable") if "n" in centres else np.arange(len(centres))
+    steps = [0] + [sign * k * LABEL_STEP_PX for k in range(1, LABEL_STEPS + 1) for sign in (-1, 1)]
+    placed: list[tuple[float, float, float, float]] = []
+    offsets = [0] * len(centres)
+    for i in order:
+        (x, y), (w, h) = at[i], sizes[i]
+
+        def overlap(dy: int, x: float = x, y: float = y, w: float = w, h: float = h) -> float:
+            return sum(
+                max(0.0, min(x + w / 2, bx + bw / 2) - max(x - w / 2, bx - bw / 2))
+                * max(0.0, min(y + dy + h / 2, by + bh / 2) - max(y + dy - h / 2, by - bh / 2))
+                for bx, by, bw, bh in placed
+            )
+
+        best = min(steps, key=lambda dy: (overlap(dy) > 0, overlap(dy), abs(dy)))
+        offsets[i] = best
+        placed.append((x, y + best, w, h))
+    return offsets
 
 
 def marker_size(n_points: int) -> float:
@@ -187,21 +259,20 @@ def selection_table(archive: Archive, filters, points: pd.DataFrame, event) -> N
     if not selection:
         return
     shapes = selection_shapes(selection)
-    limit = config.EXPLORER_MAP_SELECTION_ROWS
     if shapes:
-        count, rows = archive.map_region(shapes, filters, limit)
+        count, rows = archive.map_region(shapes, filters, limit=None)
     else:
         picked = [p.get("customdata") for p in selection.get("points", [])]
         picked = [int(r[0] if isinstance(r, list) else r) for r in picked if r is not None]
         ids = [points["kernel_id"].iloc[r] for r in picked if 0 <= r < len(points)]
-        count, rows = len(ids), archive.light_rows(ids[:limit])
+        count, rows = len(ids), archive.light_rows(ids)
     if not count:
         return
     st.subheader(f"Selected kernels ({count:,})")
-    if count > len(rows):
-        order = "ranking-eligible kernels first, fastest vs eager first" if shapes else "in the order clicked"
-        st.caption(f"The first {len(rows):,} listed, {order}.")
+    order = "ranking-eligible kernels first, fastest vs eager first" if shapes else "in the order clicked"
+    st.caption(f"Every kernel inside the selection, {order}.")
     kernel_table(rows, key="map_selection")
+    csv_download(rows, "map_selection.csv", key="map_selection_csv")
 
 
 def selection_shapes(selection: dict) -> list[tuple[list[float], list[float]]]:

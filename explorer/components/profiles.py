@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from explorer.components.links import plain
 from schemas import fields_in_group, json_fields
 
 # The numbers promoted out of the profile JSON (NCU summary, torch-profile share, clang-tidy count), schema order.
@@ -63,13 +64,13 @@ def profile_section(title: str, text: str | None, key: str) -> None:
     st.markdown(f"**{title}**")
     value, problem = parse_json_field(text)
     if problem:
-        st.caption(f"{title}: {problem}")
+        st.caption(plain(f"{title}: {problem}"))
         return
     summary = scalars(value)
     if summary:
         st.dataframe(pd.DataFrame([summary]), hide_index=True, key=f"{key}_summary")
     for path, frame in object_lists(value).items():
-        st.caption(path)
+        st.caption(plain(path))  # keys of the archive's JSON
         st.dataframe(frame, hide_index=True, key=f"{key}_{path}")
 
 

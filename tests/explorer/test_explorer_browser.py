@@ -13,6 +13,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote, urlparse
 
 import pytest
 
@@ -151,7 +152,8 @@ def test_leaderboard_columns_and_kernel_link(server, page, synthetic_archive, tm
     assert header[: len(LEADERBOARD_COLUMNS)] == LEADERBOARD_COLUMNS
     assert not {"task_id", "kernel_id", "kernel_name"} & set(header)  # the ids live in the link columns only
     task_link, kernel_link = top[0], top[1]
-    assert task_link == f"task?id={first['task_id']}"
+    # the Task column shows "1/7 · layernorm" (the grid decodes the fragment it displays)
+    assert task_link == f"task?id={first['task_id']}#" + quote(f"{first['task_id']} · {first['op_name']}", safe="")
     assert kernel_link == f"kernel?id={first['kernel_id']}#{first['kernel_name']}"  # shown as the kernel's name
     assert page.locator('[data-testid="stMain"] [data-testid="stPageLink-NavLink"]').count() == 0  # one way only
     open_page(page, f"{server}/{kernel_link}", first["kernel_name"])  # where the link leads
@@ -231,3 +233,117 @@ def test_a_shared_link_as_a_fresh_servers_first_request_gets_the_apps_navigation
         assert titles == ["Overview", "Leaderboard", "Task", "Kernel", "Map", "Search", "Compare"]
         assert "app" not in nav
         assert page.locator('[data-testid="stMain"] [data-testid="stMainBlockContainer"]').bounding_box()["width"] > 900
+
+
+# --- what a reader must be able to trust: search, totals, text, filters, task names, the kernel page ---
+
+LINK = "[open the new archive](https://evil.example/login)"
+
+
+def test_a_multi_word_search_finds_kernels_and_states_their_true_total(server, page, synthetic_archive):
+    query = "warp shuffle softmax"
+    expected = synthetic_archive.search_text(query)
+    assert 0 < len(expected) < config.EXPLORER_TABLE_ROWS
+    open_page(page, f"{server}/search?q={query}", "Search")
+    page.get_by_role("heading").filter(has_text=f"{len(expected):,} kernels found").first.wait_for(timeout=WAIT_MS)
+    grid = page.locator('[data-testid="stDataFrame"]').first
+    page.wait_for_function(f"(grid) => ({GRID_ROWS})(grid).length > 1", arg=grid.element_handle(), timeout=WAIT_MS)
+    kernel_links = [row[1] for row in grid.evaluate(GRID_ROWS)[1:]]
+    assert kernel_links[0].startswith(f"kernel?id={expected['kernel_id'].iloc[0]}#")
+
+    everything = synthetic_archive.search_text("kernel")
+    assert len(everything) > config.EXPLORER_TABLE_ROWS  # more matches than one page holds
+    open_page(page, f"{server}/search?q=kernel", "Search")
+    page.get_by_role("heading").filter(has_text=f"{len(everything):,} kernels found").first.wait_for(timeout=WAIT_MS)
+    rows = config.EXPLORER_TABLE_ROWS
+    page.get_by_text(f"Kernels 1–{rows:,} of {len(everything):,}").first.wait_for(timeout=WAIT_MS)
+    assert page.get_by_text(f"Download CSV (all {len(everything):,} rows)").count() == 1
+
+
+def test_markdown_in_every_url_parameter_is_shown_as_text(server, page, tmp_path):
+    for path, params in (
+        ("kernel", ["id"]),
+        ("task", ["id"]),
+        ("compare", ["a", "b"]),
+        ("leaderboard", ["min_speedup"]),
+        ("leaderboard", ["task", "status", "level", "sort", "order", "baseline"]),
+        ("map", ["colour", "points", "category"]),
+        ("search", ["q", "mode", "tag"]),
+    ):
+        query = "&".join(f"{name}={quote(LINK)}" for name in params)
+        page.goto(f"{server}/{path}?{query}")
+        # a heading, or the message of a page that stops (an unknown kernel has no title)
+        page.locator('[data-testid="stMain"] h1, [data-testid="stMain"] [data-testid="stAlert"]').first.wait_for(
+            timeout=WAIT_MS
+        )
+        page.wait_for_function(PAGE_DRAWN, arg=0, timeout=WAIT_MS)
+        links = page.locator('a[href*="evil.example"]').evaluate_all("(nodes) => nodes.map(n => n.outerHTML)")
+        assert not links, f"a link to evil.example on /{path}: {links}"
+        if path != "search":  # elsewhere the page names the value it could not use, as the characters typed
+            page.get_by_text(LINK, exact=False).first.wait_for(timeout=WAIT_MS)
+        page.screenshot(path=str(tmp_path / f"link_{path}_{params[0]}.png"))
+
+
+def test_an_unknown_filter_value_is_named_and_the_other_filters_stay(server, page, synthetic_archive):
+    open_page(page, f"{server}/leaderboard?task=zzz&level=2&min_speedup=nan", "Leaderboard")
+    warning = page.locator('[data-testid="stAlert"]').filter(has_text="not understood").first
+    warning.wait_for(timeout=WAIT_MS)
+    assert "'zzz'" in warning.inner_text() and "'nan'" in warning.inner_text()
+    tasks = len(synthetic_archive.best_per_task(Filters(level=("2",))))
+    assert tasks < len(synthetic_archive.best_per_task())
+    page.get_by_role("heading").filter(has_text=f"({tasks} tasks)").first.wait_for(timeout=WAIT_MS)
+    assert "level=2" in page.url
+
+
+def test_tasks_are_listed_with_their_names_in_numeric_order(server, page, synthetic_archive):
+    open_page(page, f"{server}/leaderboard", "Leaderboard")
+    names = synthetic_archive.task_names()
+    task_filter = page.locator('[data-testid="stSidebar"] [data-testid="stMultiSelect"]').filter(has_text="Task")
+    task_filter.locator("input").first.click()
+    options = page.get_by_role("option")
+    options.first.wait_for(timeout=WAIT_MS)
+    shown = [text for text in options.all_inner_texts() if " · " in text][:5]  # not the "Select all" entry
+    assert shown == [f"{t} · {n}" for t, n in list(names.items())[:5]]
+    assert shown[1].startswith("1/2 · ")  # numeric order: 1/2 before 1/10
+    task_filter.locator("input").first.fill("softmax")
+    page.wait_for_timeout(300)
+    found = [text for text in options.all_inner_texts() if " · " in text]
+    assert found and all("softmax" in text for text in found)
+
+
+def test_the_compile_errors_message_is_visible_without_scrolling(server, browser, synthetic_archive, tmp_path):
+    kernels = synthetic_archive.kernels(limit=None, columns=("kernel_id", "status"))
+    broken = kernels[kernels["status"] == "compile_error"]["kernel_id"].iloc[0]
+    context = browser.new_context(viewport={"width": 1024, "height": 768})
+    tab = context.new_page()
+    try:
+        open_page(tab, f"{server}/kernel?id={broken}", synthetic_archive.kernel(broken)["kernel_name"])
+        message = tab.get_by_text('kernel.cu(14): error: identifier "TILE_K" is undefined', exact=True).first
+        message.wait_for(timeout=WAIT_MS)
+        box = message.bounding_box()
+        assert tab.evaluate("window.scrollY") == 0
+        assert box["y"] >= 0 and box["y"] + box["height"] <= 768 and box["x"] + box["width"] <= 1024, box
+        tab.screenshot(path=str(tmp_path / "kernel_compile_error.png"))
+    finally:
+        context.close()
+
+
+def test_the_kernel_page_states_gpu_dtype_shapes_and_spread_beside_the_speedup(server, page, synthetic_archive):
+    best = synthetic_archive.best_per_task().iloc[0]
+    open_page(page, f"{server}/kernel?id={best['kernel_id']}", best["kernel_name"])
+    speedup = page.locator('[data-testid="stMetric"]').filter(has_text="Speedup vs eager").first
+    context = page.get_by_text("measured on NVIDIA H100").first
+    context.wait_for(timeout=WAIT_MS)
+    text = context.inner_text()
+    assert "dtype float32" in text and "inputs 4096×4096" in text and "speedup spread (IQR)" in text
+    below = context.bounding_box()["y"] - (speedup.bounding_box()["y"] + speedup.bounding_box()["height"])
+    assert 0 <= below < 80  # right under the speedups, not in a tab
+
+
+def test_nothing_is_fetched_from_another_host(server, page):
+    hosts = set()
+    page.on("request", lambda request: hosts.add(urlparse(request.url).hostname))
+    open_page(page, server + "/", "Verified kernel archive", charts=5)
+    open_page(page, server + "/leaderboard", "Leaderboard")
+    page.wait_for_timeout(500)  # the favicon is asked for after the page
+    assert hosts <= {"127.0.0.1"}, hosts

@@ -33,3 +33,16 @@ def test_where_uses_parameters_only():
     where, params = Filters(task=("1/1'; DROP TABLE kernels; --",), min_speedup=2).where()
     assert "DROP" not in where and params == ["1/1'; DROP TABLE kernels; --", 2.0]
     assert Filters().where() == ("TRUE", [])
+
+
+def test_a_bad_value_costs_only_itself():
+    filters, problems = Filters.parse_query_params(
+        {"level": ["1", "abc"], "status": "correct", "min_speedup": "nan", "task": "1/2"}
+    )
+    assert filters == Filters(level=("1",), status=("correct",), task=("1/2",))
+    assert problems == ["level must be a whole number, got 'abc'", problems[1]]
+    assert "min_speedup" in problems[1] and "'nan'" in problems[1]
+    for bad in ("1e309", "-inf", "inf", "-1", "fast"):
+        filters, problems = Filters.parse_query_params({"min_speedup": bad, "model": "m"})
+        assert filters == Filters(model=("m",)) and len(problems) == 1 and repr(bad) in problems[0], bad
+    assert Filters.parse_query_params({"min_speedup": "0.5"}) == (Filters(min_speedup=0.5), [])

@@ -233,3 +233,39 @@ def test_missing_optional_columns_read_as_null(tmp_path):
     assert archive.map_points("status").empty
     assert archive.embedding_model() is None
     assert names(archive, archive.best_per_task()) == ["a"]
+
+
+def test_tasks_in_numeric_order_with_their_names(tmp_path):
+    records = [make_record(t, f"k{t}", op_name=f"op {t}", runtime_ms=1.0, eager_ms=2.0) for t in ("1/10", "1/2", "2/1")]
+    archive = Archive(resolve_source(str(write_archive(tmp_path, records))))
+    assert archive.task_names() == {"1/2": "op 1/2", "1/10": "op 1/10", "2/1": "op 2/1"}
+    assert archive.options("task_id") == ["1/2", "1/10", "2/1"]
+    ordered = archive.best_per_task(sort="task_id", descending=False)
+    assert list(ordered["task_id"]) == ["1/2", "1/10", "2/1"]
+    assert list(archive.kernels(sort="task_id", descending=True)["task_id"]) == ["2/1", "1/10", "1/2"]
+
+
+def test_floor_and_speed_of_light_read_when_the_archive_has_them(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    plain = Archive(resolve_source(str(write_archive(tmp_path / "plain", [make_record("1/1", "a", runtime_ms=1.0)]))))
+    assert (
+        not plain.has_values("speed_of_light")
+        and plain.kernel(plain.best_per_task()["kernel_id"][0])["floor_ms"] is None
+    )
+
+    folder = write_archive(tmp_path / "floors", [make_record("1/1", "a", runtime_ms=2.0, eager_ms=4.0)])
+    path = next((folder / "data").glob("*.parquet"))
+    table = pq.read_table(path)
+    for name, value in (("floor_ms", 0.5), ("speed_of_light", 0.25)):  # in the record schema or not (yet)
+        if name in table.column_names:
+            table = table.set_column(table.column_names.index(name), name, pa.array([value]))
+        else:
+            table = table.append_column(name, pa.array([value]))
+    pq.write_table(table, path)
+    archive = Archive(resolve_source(str(folder)))
+    assert archive.has_values("speed_of_light")
+    best = archive.best_per_task()
+    assert (best["floor_ms"][0], best["speed_of_light"][0]) == (0.5, 0.25)
+    assert archive.kernel(best["kernel_id"][0])["speed_of_light"] == 0.25

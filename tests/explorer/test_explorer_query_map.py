@@ -105,6 +105,8 @@ def test_region_union_filters_and_degenerate_shapes(grid):
     left = ([-0.5, 0.5, 0.5, -0.5], [-0.5, -0.5, 24.5, 24.5])  # column x = 0: 25 kernels, all even i
     right = ([38.5, 39.5, 39.5, 38.5], [-0.5, -0.5, 24.5, 24.5])  # column x = 39: 25 kernels, all odd i
     assert grid.map_region([left, right])[0] == 50
+    count, rows = grid.map_region([([-1.0, 40.0, 40.0, -1.0], [-1.0, -1.0, 25.0, 25.0])])
+    assert count == len(rows) == grid.map_total()  # without a limit, every kernel inside is a row (tables page)
     assert grid.map_region([left, right], Filters(level=("2",)))[0] == 25
     count, rows = grid.map_region([([0, 1], [0, 1]), ([5.0] * 4, [5.0] * 4)])
     assert count == 0 and rows.empty

@@ -142,7 +142,9 @@ def test_kernel_tables_link_by_name_in_a_fixed_column_order_without_empty_column
         ]
     )
     shown = links.with_links(frame)
-    assert shown["kernel"].iloc[0] == "kernel?id=id1#my%20kernel" and shown["task"].iloc[0] == "task?id=1/2"
+    assert shown["kernel"].iloc[0] == "kernel?id=id1#my%20kernel"
+    # The Task column reads "1/2 · op" (the grid decodes the fragment it shows); the link is the task page.
+    assert shown["task"].iloc[0] == "task?id=1/2#1%2F2%20%C2%B7%20op"
     assert links.shown_columns(shown) == [
         "task",
         "kernel",

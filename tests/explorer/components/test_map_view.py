@@ -5,7 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from explorer.components.map_view import map_figure, marker_size, selection_shapes
+from explorer.components.map_view import (
+    PALETTE,
+    category_marker,
+    label_boxes,
+    label_offsets,
+    map_figure,
+    marker_size,
+    selection_shapes,
+)
 
 
 def test_box_and_lasso_become_polygons_and_broken_shapes_are_skipped():
@@ -88,14 +96,63 @@ def test_markers_shrink_with_the_count_and_axes_frame_the_kernels():
     assert figure.data[0].marker.size == marker_size(30)
 
 
-def test_unclustered_kernels_are_grey_and_last():
+def test_unclustered_kernels_are_apart_beneath_and_listed_last():
     from builder import config
-    from explorer.components.charts import OTHER_COLOUR
+    from explorer.components.map_view import UNGROUPED_MARKER
 
     points = _points(6)
     points["cluster_label"] = [config.NOISE_CLUSTER_LABEL, "a", "b"] * 2
     figure = map_figure(points, "cluster_label", pd.DataFrame(columns=["cluster_id", "label", "x", "y", "n"]))
-    assert [t.name for t in figure.data] == ["a", "b", config.NOISE_CLUSTER_LABEL]
-    assert figure.data[-1].marker.color == OTHER_COLOUR and OTHER_COLOUR not in {
-        t.marker.color for t in figure.data[:2]
-    }
+    # drawn first (beneath the clusters), ranked last in the legend
+    assert [t.name for t in figure.data] == [config.NOISE_CLUSTER_LABEL, "a", "b"]
+    assert figure.data[0].legendrank > max(t.legendrank or 1000 for t in figure.data[1:])
+    noise = figure.data[0].marker
+    assert (noise.color, noise.symbol) == (UNGROUPED_MARKER["color"], UNGROUPED_MARKER["symbol"])
+    assert {t.marker.symbol for t in figure.data[1:]} == {"circle"} and noise.color not in PALETTE
+
+
+def _lab(hex_colour: str) -> np.ndarray:
+    rgb = np.array([int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)]) / 255
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    xyz = linear @ np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]).T
+    f = np.cbrt(xyz / np.array([0.95047, 1.0, 1.08883]))  # every palette colour is well above the linear toe
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def test_palette_colours_are_distinguishable_and_none_is_grey():
+    labs = np.array([_lab(c) for c in PALETTE])
+    distances = np.linalg.norm(labs[:, None] - labs[None], axis=2) + np.eye(len(labs)) * 1e9
+    assert distances.min() > 30  # ΔE*76: clearly different colours, not shades of one
+    assert np.hypot(labs[:, 1], labs[:, 2]).min() > 30  # no grey: the density image and unclustered are grey
+    assert labs[:, 0].max() < 85  # none vanishes on the white background
+    assert len(PALETTE) >= 20
+
+
+def test_the_25th_category_differs_from_the_first_in_shape():
+    markers = [category_marker(i) for i in range(60)]
+    assert len({(m["color"], m["symbol"]) for m in markers}) == 60
+
+
+def test_cluster_labels_do_not_overlap_even_when_their_medians_do():
+    # Eight clusters whose medians sit almost on one point, and two far away.
+    centres = pd.DataFrame(
+        {
+            "cluster_id": range(10),
+            "label": [f"row reductions · warp shuffle {i}" for i in range(10)],
+            "x": [0.0 + 0.001 * i for i in range(8)] + [5.0, -5.0],
+            "y": [0.0] * 8 + [5.0, -5.0],
+            "n": list(range(10, 0, -1)),
+        }
+    )
+    x_range, y_range = [-6.0, 6.0], [-6.0, 6.0]
+    offsets = label_offsets(centres, x_range, y_range)
+    at, sizes = label_boxes(centres, x_range, y_range)
+    boxes = [(x, y + dy, w, h) for (x, y), (w, h), dy in zip(at, sizes, offsets, strict=True)]
+    for i, (x, y, w, h) in enumerate(boxes):
+        for bx, by, bw, bh in boxes[i + 1 :]:
+            assert abs(x - bx) >= (w + bw) / 2 or abs(y - by) >= (h + bh) / 2, (i, boxes)
+    assert offsets[0] == 0 and offsets[8] == 0 and offsets[9] == 0  # the largest and the lone ones stay put
+    figure = map_figure(_points(6), "status", centres)  # the figure places its labels the same way
+    drawn = label_offsets(centres, list(figure.layout.xaxis.range), list(figure.layout.yaxis.range))
+    assert [a.ay for a in figure.layout.annotations] == drawn and any(drawn)
+    assert [a.showarrow for a in figure.layout.annotations] == [dy != 0 for dy in drawn]
