@@ -170,5 +170,7 @@ def eager_slowed_reason(result: dict[str, Any], baseline: dict[str, Any] | None)
         return None
     if fastest / clean - 1.0 <= config.EAGER_SLOWED_TOLERANCE:
         return None
-    return (f"PyTorch eager's fastest call took {fastest:.4g} ms in the candidate's process and {clean:.4g} ms in a "
-            f"clean one: more than {config.EAGER_SLOWED_TOLERANCE:.0%} slower")
+    return (
+        f"PyTorch eager's fastest call took {fastest:.4g} ms in the candidate's process and {clean:.4g} ms in a "
+        f"clean one: more than {config.EAGER_SLOWED_TOLERANCE:.0%} slower"
+    )

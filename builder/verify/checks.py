@@ -32,7 +32,6 @@ from builder.tasks import instantiate
 from builder.verify import op_census
 from builder.verify.compare import changed_positions, compare_outputs, flatten_outputs, snapshot, sync
 from builder.verify.poison import holds_poison, poison_free_memory
-from builder.verify.timing import plain_output_reason
 from builder.verify.reference import (
     ReferenceFailure,
     named_state,
@@ -40,6 +39,7 @@ from builder.verify.reference import (
     perturbation_targets,
     run_reference,
 )
+from builder.verify.timing import plain_output_reason
 
 MESSAGE_CHARS = 2000  # one exception message kept in a result (the parent bounds the whole error again)
 

@@ -29,10 +29,10 @@ from builder.tasks import Task
 from builder.verify import environment, milestones, tensor_files
 from builder.verify.infrastructure import suspect_text
 from builder.verify.pool import build_job, run_in_turn
-from builder.verify.reference import public_manifest
 from builder.verify.referee import choose_timed_samples
-from builder.verify.timing import job_counts, timing_seeds
+from builder.verify.reference import public_manifest
 from builder.verify.sandbox import SandboxCancelled
+from builder.verify.timing import job_counts, timing_seeds
 
 if TYPE_CHECKING:
     from builder.verify.engine import VerifyOptions

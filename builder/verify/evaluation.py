@@ -29,11 +29,11 @@ from builder import config
 from builder.verify import judge, tensor_files
 from builder.verify.clean_reference import CleanReference
 from builder.verify.device_gate import DeviceGate, device_gate, write_word, yield_words
+from builder.verify.pool import PooledChild, run_child
 from builder.verify.referee import Referee, WindowReport
+from builder.verify.sandbox import ChildOutcome, SandboxedProcess
 from builder.verify.window_judge import WindowVerdict, judge_window
 from builder.verify.window_protocol import FifoLink
-from builder.verify.pool import PooledChild, run_child
-from builder.verify.sandbox import ChildOutcome, SandboxedProcess
 from schemas import disqualifying_flags
 
 if TYPE_CHECKING:
@@ -164,7 +164,9 @@ class _Watcher(threading.Thread):
         device)."""
         began = time.monotonic()
         try:
-            self.window = Referee(link, self.job["window_dir"], self.reference.manifest, self.job, abort=self.done).run()
+            self.window = Referee(
+                link, self.job["window_dir"], self.reference.manifest, self.job, abort=self.done
+            ).run()
         finally:
             link.close()
         self.seconds["parent_referee"] = round(time.monotonic() - began, 4)
@@ -253,7 +255,9 @@ def weigh_claims(result: dict[str, Any], job: dict[str, Any], reference: CleanRe
     """The child's result, with every flag its checks wrote beside their outputs (another writer than the result
     file's) and `tampers_verifier` where its guard reported a change or the two disagree."""
     result = dict(result)
-    flags = {f for f in result.get("flags") or [] if isinstance(f, str)} if isinstance(result.get("flags"), list) else set()
+    flags = (
+        {f for f in result.get("flags") or [] if isinstance(f, str)} if isinstance(result.get("flags"), list) else set()
+    )
     notes = dict(result.get("flag_notes")) if isinstance(result.get("flag_notes"), dict) else {}
     found: list[str] = []
     claims = _checks_claims(job, reference)

@@ -78,8 +78,9 @@ def block_rule() -> str:  # how a block's size and the least timed work were cho
             f"{config.MIN_TIMED_CALLS} timed calls or {config.MIN_TIMED_MS:g} ms of them)")  # fmt: skip
 
 
-def describe_method(device: str, warmup_calls: int, n: int, n_sets: int, window_warmup_calls: int = 0,
-                    fresh_inputs: bool = False) -> str:
+def describe_method(
+    device: str, warmup_calls: int, n: int, n_sets: int, window_warmup_calls: int = 0, fresh_inputs: bool = False
+) -> str:
     if device == "cuda":
         how = (
             "CUDA events on the current stream around each call, the device spinning while the host launches it "

@@ -106,7 +106,9 @@ def _figures(report: WindowReport, candidate: list[HalfBlock], eager: list[HalfB
     eager_ms = [ms for h in eager for ms in h.claimed_ms()]
     ratios = [statistics.median(e.claimed_ms()) / max(statistics.median(c.claimed_ms()), 1e-9)
               for c, e in zip(candidate, eager, strict=False)]  # fmt: skip
-    method = describe_method(device, config.INPUT_SETS, len(cand_ms), config.INPUT_SETS, report.warmed, fresh_inputs=True)
+    method = describe_method(
+        device, config.INPUT_SETS, len(cand_ms), config.INPUT_SETS, report.warmed, fresh_inputs=True
+    )
     method += (
         f"; PyTorch eager timed the same way in the same window, in half-blocks alternating with the candidate's "
         f"(first side swapped every block), {len(ratios)} blocks of {report.per_block} calls a side{block_rule()} "

@@ -80,7 +80,9 @@ class FifoLink:
 
     @classmethod
     def parent_side(cls, scratch: str | os.PathLike) -> FifoLink:
-        return cls(os.open(os.path.join(scratch, TO_PARENT), os.O_RDWR), os.open(os.path.join(scratch, TO_CHILD), os.O_RDWR))
+        return cls(
+            os.open(os.path.join(scratch, TO_PARENT), os.O_RDWR), os.open(os.path.join(scratch, TO_CHILD), os.O_RDWR)
+        )
 
     @classmethod
     def child_side(cls, scratch: str | os.PathLike) -> FifoLink:
