@@ -9,9 +9,10 @@ template argument or an odd signature never confuses a match; `c++filt` only wri
 
 Counted: ATen operators past the dispatcher (a backend's namespace, `at::native`, `at::_ops::<op>::redispatch`),
 heavy operators through it (`at::_ops::mm::call`), BLAS/DNN/FFT/sparse libraries by C name, cuBLAS through ATen,
-CUTLASS's library, TorchScript, dispatcher look-ups by name, and names resolved at run time (`dlsym`, a Python
-import): no honest extension of the bundled corpus imports one. Not counted: allocation and views, tensor
-accessors, c10 errors, pybind11 and the Python C API it needs, the CUDA runtime.
+CUTLASS's library, TorchScript, dispatcher look-ups by name, and names resolved at run time (`dlsym` and its
+kin): no honest extension of the bundled corpus imports one. Not counted: allocation and views, tensor accessors,
+c10 errors, pybind11 and the Python C API (its submodules import PyImport_AddModule in every shared build), the
+CUDA runtime.
 
 A shared build (several candidates in one .so, `batching.py`) imports for all its members. An import is charged
 to a member whose source names it (`mm` for `at::cpu::mm`, `cublasSgemm` for `cublasSgemm_v2`); one that no member
