@@ -27,7 +27,7 @@ def _has_cuda() -> bool:
 def pytest_collection_modifyitems(config, items):
     if _has_cuda():
         return
-    skip = pytest.mark.skip(reason="needs an NVIDIA GPU (run on the device machine)")
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU (run on a GPU box)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call of the sample-archive build: resumes the build carried in .carry/gpu-build (if any),
+# One GPU-box run of the sample-archive build: resumes the build carried in .carry/gpu-build (if any),
 # runs the bundled generator on CUDA for LEVELS within BUDGET_S seconds (SIGTERM then: records already
 # committed stay), and returns the DuckDB store, status and logs through $OUT.
 # The GPU box's copy of the tree has no .git: pass the commit so records name their code, e.g.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call: every GPU-marked test of the engine, profiler and task suite, plus a real ncu capture.
+# One GPU-box run: every GPU-marked test of the engine, profiler and task suite, plus a real ncu capture.
 source benchmarks/device/setup.sh
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv | tee "$OUT/gpu.txt"

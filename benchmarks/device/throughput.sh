@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call of throughput work: the GPU tests in GPU_TESTS (if any; PYTEST_K selects among them), the child
+# One GPU-box run of throughput work: the GPU tests in GPU_TESTS (if any; PYTEST_K selects among them), the child
 # start-up bench (CHILD_START=0 skips it), then bench_verify_throughput.py with BENCH_ARGS, sent SIGTERM after BENCH_BUDGET_S seconds (its
 # figures then count the records it made). Logs under $OUT.
 source benchmarks/device/setup.sh

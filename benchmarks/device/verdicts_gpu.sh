@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for the verdict checks of a KernelBench ModelNew with parameters, side streams and the runtime
+# One GPU-box run of the verdict checks of a KernelBench ModelNew with parameters, side streams and the runtime
 # floor: their in-process GPU tests, the CLI verdicts of their CUDA fixtures, and the KernelBench-layout generation
 # folder re-verified beside KernelBench's correctness protocol. PART=tests|fixtures|generation runs one part.
 source benchmarks/device/setup.sh

@@ -151,6 +151,7 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
     from builder.verify import tamper, tensor_files
     from builder.verify.checks import exception_text, run_candidate_side
     from builder.verify.timing import prepare_timing
+    from builder.verify.timing_window import bytes_tensor, serve_refereed_window
     from schemas import disqualifying_flags
 
     manifest = job.get("reference")
@@ -203,7 +204,7 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
     # parent keeps every flag either names.
     claims = json.dumps({"flags": sorted(run.flags), "notes": run.notes,
                          "own_kernel_fraction": run.census.get("own_kernel_fraction")}, default=str)  # fmt: skip
-    run.outputs["claims"] = _bytes_tensor(claims.encode())
+    run.outputs["claims"] = bytes_tensor(claims.encode())
     packed = tensor_files.pack_each(run.outputs)  # the last device work of the checks: copies to the host
     child_words.say(job, "checks_done_path", "done")  # the parent may end this child's shared hold: files are host
     phases.done("copy_outputs")
@@ -240,7 +241,7 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
         return result
     if "side_stream" in run.flags:
         return run.result()
-    _serve_refereed_window(job, prepared, guard)
+    serve_refereed_window(job, prepared, guard)
     phases.done("timing")
     # The timed calls are over and synchronised: the parent may give the device to the next window while this
     # process writes files and exits (it is stopped, as every member, while another owns the device).
@@ -253,27 +254,6 @@ def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
         result["flag_notes"].setdefault("tampers_verifier", guard.found)
     phases.done("fingerprint_after_timing")
     return result
-
-
-def _bytes_tensor(data: bytes) -> Any:
-    import torch
-
-    return torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else torch.zeros(0, dtype=torch.uint8)
-
-
-def _serve_refereed_window(job: dict[str, Any], prepared: Any, guard: Any) -> None:
-    """The timing window, refereed by the parent through the FIFOs in `window_dir`: the figures are the parent's
-    (referee.py), so nothing about them goes into this process's result."""
-    from builder.verify.timing_window import serve_window
-    from builder.verify.window_protocol import FifoLink
-
-    if not job.get("window_dir"):
-        return
-    link = FifoLink.child_side(job["window_dir"])
-    try:
-        serve_window(link, prepared, job["window_dir"], between=lambda: guard.maybe_check("in the timing window"))
-    finally:
-        link.close()
 
 
 def run_ncu(job: dict[str, Any]) -> dict[str, Any]:

@@ -75,3 +75,25 @@ def _warm(sets: TimingSets, calls: int) -> dict[str, Any]:
             break
     launches = [statistics.median(t.launch_ms[-5:]) for t in (sets.candidate, sets.eager) if t.launch_ms]
     return {"warmed": len(pair_ms), "pair_ms": pair_ms, "launch_ms": max(launches) if launches else None}
+
+
+def serve_refereed_window(job: dict[str, Any], prepared: TimingSets, guard: Any) -> None:
+    """The timing window, refereed by the parent through the FIFOs in the job's `window_dir`: the figures are the
+    parent's (referee.py), so nothing about them goes into this process's result. The guard looks at random
+    moments between answers."""
+    from builder.verify.window_protocol import FifoLink
+
+    if not job.get("window_dir"):
+        return
+    link = FifoLink.child_side(job["window_dir"])
+    try:
+        serve_window(link, prepared, job["window_dir"], between=lambda: guard.maybe_check("in the timing window"))
+    finally:
+        link.close()
+
+
+def bytes_tensor(data: bytes) -> Any:
+    """`data` as a uint8 tensor: how a JSON text travels in a tensor file."""
+    import torch
+
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else torch.zeros(0, dtype=torch.uint8)

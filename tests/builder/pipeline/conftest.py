@@ -32,7 +32,6 @@ def fake_dataset(fake_build, tmp_path_factory) -> Path:
 def e2e():
     """A finished real CPU build (pipeline_helpers.real_cpu_build): {"root", "env", "args", "build"}; the
     end-to-end and round-trip tests share it, and its compile cache, under root."""
-    pytest.importorskip("builder.verify.engine")
     root = Path(tempfile.mkdtemp(prefix="e2e-", dir=scratch_parent()))
     try:
         yield real_cpu_build(root)

@@ -23,7 +23,6 @@ from pipeline_helpers import CLI, run_cli
 from builder import config
 from builder.pipeline.store import Store
 
-pytest.importorskip("builder.verify.engine")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 

@@ -17,7 +17,7 @@ from builder.pipeline.store import Store
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow, pytest.mark.timeout(1800)]
 
-# A subset that fits one lent-GPU call (levels 1-2 in full are 209 candidates, ~45 min cold): correct,
+# A subset that fits one 10-minute GPU run (levels 1-2 in full are 209 candidates, ~45 min cold): correct,
 # incorrect and compile_error candidates across both levels. KA_GPU_BUILD_TASKS widens it on a real box.
 BUILD_TASKS = os.environ.get("KA_GPU_BUILD_TASKS", r"^(1/20|1/21|1/33|2/1)$")
 SCALING_TASKS = os.environ.get("KA_GPU_SCALING_TASKS", r"^(1/19|1/20|1/21|1/26|1/33|2/1)$")
