@@ -67,9 +67,9 @@ TIMING_CLAIM_OVER_WALL, TIMING_CLAIM_SLACK_MS = 0.02, 0.05  # claimed times may 
 # Timed calls whose outputs the parent judges against a clean reference: (first, end, how many) over the window's
 # candidate calls, scaled to its timed_calls, picked in secret when the task's reference is computed.
 TIMED_SAMPLE_RANGES = ((0, 4, 1), (4, 20, 2), (20, 50, 2), (50, 100, 2))
-# In-window eager's fastest call slower than a clean process's fastest eager call (re-measured) by more than this:
-# `slowed_baseline`.
-EAGER_SLOWED_TOLERANCE = 0.5
+# In-window eager slower than a clean process's eager (re-measured), in its median and in its fastest call alike, by
+# more than this: `slowed_baseline`. The CPU's share is wider: torch's threads on a loaded machine wait for cores.
+EAGER_SLOWED_TOLERANCE = {"cuda": 0.5, "cpu": 1.0}
 
 # implausible_runtime: a CUDA runtime below this share of its floor (the outputs and the inputs they depend on at
 # peak DRAM bandwidth, `verify/floor.py`), i.e. more than twice as fast as the memory allows. The margin covers

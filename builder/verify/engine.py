@@ -197,7 +197,7 @@ def finish_record(evaluated: Evaluated, baselines: BaselineCache | None = None) 
         baseline = baselines.get(task, options)
         if eager_disagrees(result or {}, baseline):  # the machine changed since the baseline was cached: again
             baseline = baselines.get(task, options, refresh=True) or baseline
-        if slowed := eager_slowed_reason(result or {}, baseline):  # still slower: the candidate slowed it
+        if slowed := eager_slowed_reason(result or {}, baseline, options.backend):  # still slower: the candidate slowed it
             flags = sorted({*(result or {}).get("flags", []), "slowed_baseline"})
             result = {**(result or {}), "flags": flags, "status": "incorrect"}
             evaluated.status, evaluated.error = "incorrect", f"slowed_baseline: {slowed}"

@@ -77,7 +77,13 @@ def test_the_guards_file_disqualifies_whatever_the_result_says(tmp_path):
 def test_eager_slowed_in_the_candidates_process_is_told_from_load():
     clean = {"eager_ms": 0.3, "eager_runtime": {"min_ms": 0.29, "median_ms": 0.3}}
     slowed = {"eager_window": {"min_ms": 35.0, "median_ms": 35.4}}
-    assert "35 ms in the candidate's process and 0.29 ms in a clean one" in eager_slowed_reason(slowed, clean)
-    loaded = {"eager_window": {"min_ms": 0.31, "median_ms": 7.3}}  # load from elsewhere: slow calls, not all
-    assert eager_slowed_reason(loaded, clean) is None
-    assert eager_slowed_reason(slowed, None) is None
+    reason = eager_slowed_reason(slowed, clean, "cpu")
+    assert "35.4 ms a call (fastest 35 ms) in the candidate's process and 0.3 ms (fastest 0.29 ms)" in reason
+    assert eager_slowed_reason(slowed, clean, "cuda")
+    fastest_alone = {"eager_window": {"min_ms": 0.31, "median_ms": 7.3}}  # load from elsewhere: slow calls, not all
+    assert eager_slowed_reason(fastest_alone, clean, "cpu") is None
+    loaded_clean = {"eager_ms": 15.9, "eager_runtime": {"min_ms": 0.14, "median_ms": 15.9}}
+    loaded_window = {"eager_window": {"min_ms": 11.9, "median_ms": 15.5}}  # a loaded machine: the clean one slow too
+    assert eager_slowed_reason(loaded_window, loaded_clean, "cpu") is None
+    assert eager_slowed_reason({"eager_window": {"min_ms": 0.4, "median_ms": 0.42}}, clean, "cuda") is None
+    assert eager_slowed_reason(slowed, None, "cuda") is None
