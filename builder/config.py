@@ -68,7 +68,8 @@ TIMING_CLAIM_OVER_WALL, TIMING_CLAIM_SLACK_MS = 0.02, 0.05  # claimed times may 
 # candidate calls, scaled to its timed_calls, picked in secret when the task's reference is computed.
 TIMED_SAMPLE_RANGES = ((0, 4, 1), (4, 20, 2), (20, 50, 2), (50, 100, 2))
 # In-window eager slower than a clean process's eager (re-measured), in its median and in its fastest call alike, by
-# more than this: `slowed_baseline`. The CPU's share is wider: torch's threads on a loaded machine wait for cores.
+# more than this: `slowed_baseline` on CUDA; on the CPU, whose eager threads wait for cores on a loaded machine, the
+# speedup rests on the clean eager instead (baseline_cache.weigh_slowed_eager).
 EAGER_SLOWED_TOLERANCE = {"cuda": 0.5, "cpu": 1.0}
 
 # implausible_runtime: a CUDA runtime below this share of its floor (the outputs and the inputs they depend on at

@@ -180,3 +180,18 @@ def eager_slowed_reason(result: dict[str, Any], baseline: dict[str, Any] | None,
         f"candidate's process and {clean.get('median_ms'):.4g} ms (fastest {clean.get('min_ms', clean.get('median_ms')):.4g} ms) "
         f"in a clean one: more than {tolerance:.0%} slower"
     )
+
+
+def weigh_slowed_eager(result: dict[str, Any], slowed: str, backend: str) -> tuple[dict[str, Any], str, str | None]:
+    """(result, status, error) once in-window eager was found slowed. CUDA, where a window owns the device and its
+    eager agrees with a clean process's within a few per cent: `slowed_baseline`, disqualifying. CPU, where torch's
+    eager threads on a loaded machine can wait for cores for milliseconds: the speedup rests on the clean process's
+    eager instead, and the timing method says so."""
+    if backend == "cuda":
+        flags = sorted({*result.get("flags", []), "slowed_baseline"})
+        return {**result, "flags": flags, "status": "incorrect"}, "incorrect", f"slowed_baseline: {slowed}"
+    method = (
+        f"{result.get('timing_method') or ''}; speedup against a clean process's eager, not this window's: {slowed}"
+    )
+    kept = {k: v for k, v in result.items() if k not in ("eager_window", "speedup_blocks")}
+    return {**kept, "timing_method": method}, str(result.get("status")), result.get("error")

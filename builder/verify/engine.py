@@ -28,7 +28,7 @@ from builder.candidates import Candidate
 from builder.errors import InfrastructureError
 from builder.tasks import Task
 from builder.verify import batching, device_engines, environment, floor, milestones, static_scan, verdict, work_queues
-from builder.verify.baseline_cache import BaselineCache, eager_disagrees, eager_slowed_reason
+from builder.verify.baseline_cache import BaselineCache, eager_disagrees, eager_slowed_reason, weigh_slowed_eager
 from builder.verify.build_queue import BuildQueue
 from builder.verify.clean_reference import ReferenceCache, process_reference_cache
 from builder.verify.compile import CompileResult, build_extension, default_cache_dir, recall_build, remember_members
@@ -197,10 +197,8 @@ def finish_record(evaluated: Evaluated, baselines: BaselineCache | None = None) 
         baseline = baselines.get(task, options)
         if eager_disagrees(result or {}, baseline):  # the machine changed since the baseline was cached: again
             baseline = baselines.get(task, options, refresh=True) or baseline
-        if slowed := eager_slowed_reason(result or {}, baseline, options.backend):  # still slower: the candidate slowed it
-            flags = sorted({*(result or {}).get("flags", []), "slowed_baseline"})
-            result = {**(result or {}), "flags": flags, "status": "incorrect"}
-            evaluated.status, evaluated.error = "incorrect", f"slowed_baseline: {slowed}"
+        if slowed := eager_slowed_reason(result or {}, baseline, options.backend):  # still slower than clean
+            result, evaluated.status, evaluated.error = weigh_slowed_eager(result or {}, slowed, options.backend)
     if result is not None and isinstance(result.get("phase_s"), dict):
         phases = {**result["phase_s"], "parent_wait_for_baseline": round(time.monotonic() - waited, 4)}
         log.debug("evaluation phases of %s: %s", evaluated.candidate.kernel_name, json.dumps(phases))

@@ -198,6 +198,8 @@ def assert_verdict(fixture: str, outcome: dict) -> None:
         print(f"{fixture}: runtime {record['runtime_ms']} ms, eager {record['eager_ms']} ms, "
               f"torch.compile {record['compile_ms']} ms, speedup vs eager {record['speedup_eager']}")  # fmt: skip
         assert (record["speedup_eager"] or 0) >= spec["min_speedup_eager"]
+    if "max_speedup_eager" in spec:
+        assert (record["speedup_eager"] or 0) <= spec["max_speedup_eager"], record["timing_method"]
     if record["status"] == "correct":
         assert record["runtime_ms"] and record["runtime_ms"] > 0 and record["timing_method"]
     if record["status"] == "correct" and record["backend"] == "cuda":
