@@ -250,7 +250,7 @@ def synthetic_columns(n_kernels: int, seed: int = config.EXPLORER_SYNTHETIC_SEED
             "dup_group": None,
         }
         for name in schema.names:
-            cols[name].append(row[name])
+            cols[name].append(row.get(name))  # fields the synthetic rows leave out are null
     cols["cluster_label"] = _cluster_labels(cols)
     return cols
 

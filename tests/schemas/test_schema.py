@@ -176,6 +176,10 @@ def test_flag_classes():
         "side_stream",
         "tampers_reference",
         "implausible_runtime",
+        "timing_mismatch",
+        "lazy_output",
+        "tampers_verifier",
+        "slowed_baseline",
     } == set(disq)
     assert set(schemas.flag_vocabulary()) - disq == {
         "degenerate_task",
