@@ -203,4 +203,4 @@ def test_the_baselines_time_pytorch_with_the_drivers_queues(as_if_on_cuda, optio
     monkeypatch.setattr(baseline_cache, "run_in_turn", recording)
     record = verify(fake({}), task, options)
     assert record.device_connections == 2 and record.compile_ms is not None
-    assert seen == [work_queues.DRIVER_DEFAULT]
+    assert seen and set(seen) == {work_queues.DRIVER_DEFAULT}  # measured again where the window's eager disagreed
