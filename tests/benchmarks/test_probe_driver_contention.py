@@ -86,7 +86,7 @@ def test_without_a_gpu_the_workers_say_so_and_the_probe_fails(capsys):
 
 @pytest.mark.parametrize("primed", [False, True])
 def test_the_fresh_torch_process_times_a_profiler_run_and_can_prime_one_first(monkeypatch, primed):
-    # The torch process itself, on the CPU: its device calls made no-ops, its tensors on the host.
+    # The torch process itself, on the CPU: its CUDA calls made no-ops, its tensors on the host.
     source = probe.FRESH_TORCH
     for cuda_call in ("torch.cuda.init()", "torch.cuda.synchronize()"):
         source = source.replace(cuda_call, "None")
