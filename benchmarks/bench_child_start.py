@@ -1,6 +1,6 @@
 """What a pre-started evaluation child costs to start: forked from a zygote into a sandbox of its own, or exec'd.
 
-Starts `--children` pre-started children of the real child module (`builder.verify.child`: torch, the checks'
+Starts `--children` pre-started children of the real child module (`builder.verify.child.main`: torch, the checks'
 imports, the CUDA context where a GPU is visible) each way, through the pool the builder uses, waits until every
 one sits idle on its job pipe, and counts the CPU seconds of everything each start took: the exec'd child and its
 bwrap processes, or the forked child, its supervisor and its sandbox's bwrap processes. The zygote's own imports
@@ -26,9 +26,9 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from builder.verify import bytecode_cache  # noqa: E402
-from builder.verify.bubblewrap import bwrap_usable  # noqa: E402
-from builder.verify.forked import ForkedProcess  # noqa: E402
-from builder.verify.pool import EvalPool  # noqa: E402
+from builder.verify.sandbox.bubblewrap import bwrap_usable  # noqa: E402
+from builder.verify.sandbox.forked import ForkedProcess  # noqa: E402
+from builder.verify.sandbox.pool import EvalPool  # noqa: E402
 
 IDLE_FOR_S = 1.0  # a child whose CPU has not moved for this long is waiting for its job
 START_LIMIT_S = 600.0

@@ -56,11 +56,11 @@ from builder import config  # noqa: E402
 from builder.candidates import Candidate  # noqa: E402
 from builder.tasks import load_suite  # noqa: E402
 from builder.verify import batching, bytecode_cache, environment, milestones, work_queues  # noqa: E402
-from builder.verify.compile import CompileResult, build_extension  # noqa: E402
-from builder.verify.device_gate import device_gate, keep_timing_cores, move_this_process  # noqa: E402
-from builder.verify.engine import Verifier, VerifyOptions  # noqa: E402
-from builder.verify.pool import EvalPool, build_job, child_env, run_child  # noqa: E402
-from builder.verify.sandbox import resolve_isolation  # noqa: E402
+from builder.verify.compile.extension import CompileResult, build_extension  # noqa: E402
+from builder.verify.engine.device_gate import device_gate, keep_timing_cores, move_this_process  # noqa: E402
+from builder.verify.engine.verifier import Verifier, VerifyOptions  # noqa: E402
+from builder.verify.sandbox.pool import EvalPool, build_job, child_env, run_child  # noqa: E402
+from builder.verify.sandbox.process import resolve_isolation  # noqa: E402
 from schemas import record_to_dict  # noqa: E402
 
 RECORD_BULK = ("cuda_code", "reference_module_code", "reference_functional_code", "embedding", "ncu_profile",
@@ -310,7 +310,7 @@ class PhaseLog(logging.Handler):
                 self.engines[record.processName] = json.loads(message.removeprefix("engine totals: "))
             except ValueError:
                 pass
-        elif record.name == "builder.verify.device_engines" and " handed back " in message:
+        elif record.name == "builder.verify.engine.device_engines" and " handed back " in message:
             self.handed_back.append(int(message.split(" handed back ")[1].split()[0]))
         elif message.startswith("evaluation phases of "):
             name, _, phases = message.removeprefix("evaluation phases of ").partition(": ")
@@ -381,10 +381,10 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
     before = gate.snapshot()
     verifier = CountingVerifier(options)
     phase_log = PhaseLog()
-    engine_log = logging.getLogger("builder.verify.engine")
+    engine_log = logging.getLogger("builder.verify.engine.verifier")
     engine_log.addHandler(phase_log)
     engine_log.setLevel(logging.DEBUG)
-    routing_log = logging.getLogger("builder.verify.device_engines")  # its hand-backs at the end
+    routing_log = logging.getLogger("builder.verify.engine.device_engines")  # its hand-backs at the end
     routing_log.addHandler(phase_log)
     routing_log.setLevel(logging.DEBUG)
     sampler = GpuSampler()

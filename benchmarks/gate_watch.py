@@ -8,7 +8,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from builder.verify.device_gate import DeviceGate
+from builder.verify.engine.device_gate import DeviceGate
 
 
 class GateWatch(threading.Thread):

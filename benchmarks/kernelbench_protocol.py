@@ -30,7 +30,7 @@ def protocol_verdict(task, source_path: Path, device: str, trials: int) -> dict:
     import torch
 
     from builder.tasks import load_task_module
-    from builder.verify.child import load_model_new
+    from builder.verify.child.main import load_model_new
 
     module = load_task_module(task, size="cpu" if device == "cpu" else "full")
     try:

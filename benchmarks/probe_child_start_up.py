@@ -1,6 +1,6 @@
 """Where does an evaluation child's start-up CPU go (throughput)?
 
-Runs fresh processes that do what `builder.verify.child` does before its job (import torch, the CPU allocator's
+Runs fresh processes that do what `builder.verify.child.main` does before its job (import torch, the CPU allocator's
 set-up, the fingerprints' imports, the CUDA context), timing each stage's CPU (all threads) and wall, and counts
 how many of the Python modules they imported came from a cached `.pyc` that was already on disk: a child in the
 read-only sandbox cannot write one, so a module without it is compiled again in every child.
@@ -53,7 +53,7 @@ def child() -> None:
     import torch
 
     _stage(timings, "import torch", started)
-    from builder.verify.poison import configure_cpu_allocator
+    from builder.verify.child.poison import configure_cpu_allocator
 
     configure_cpu_allocator()
     _stage(timings, "builder modules, CPU allocator", started)

@@ -11,7 +11,7 @@ of its own (CUDA_VISIBLE_DEVICES: one GPU), timing these steps in rounds, wall a
 - `copies`: 64 MiB from pageable host memory to the device and back, as a child's inputs and outputs go;
 - `mem_get_info`: the device's free memory, asked of the driver (what the poison may take);
 - `events`: two timing events made, recorded around nothing and read, as each timed call makes them;
-- `poison`: the checks' NaN poison before a call (`builder.verify.poison.poison_cuda`, a 16 MiB output);
+- `poison`: the checks' NaN poison before a call (`builder.verify.child.poison.poison_cuda`, a 16 MiB output);
 - `fresh_context`: a fresh process makes a CUDA context, allocates 256 MiB and exits, as every evaluation child
   does (wall and CPU of the process, from its parent worker), and the parts of its wall: `.start` (the
   interpreter, and torch's import with `--fresh-kind torch`), `.init` (the context), with torch
@@ -183,7 +183,7 @@ def worker(rounds: int, start_at: float, steps: list[str], fresh_kind: str, fres
                 end.synchronize()
                 start.elapsed_time(end)
             elif step == "poison":
-                from builder.verify.poison import poison_cuda
+                from builder.verify.child.poison import poison_cuda
 
                 poison_cuda([16 << 20])
             else:

@@ -58,7 +58,7 @@ def measure_once(module, seeds: list[int], calls: int, keep: list) -> dict:
     import torch
 
     from builder import config
-    from builder.verify.timing import CallTimer, build_input_sets
+    from builder.verify.child.timing import CallTimer, build_input_sets
 
     sets = build_input_sets(module, seeds, "cuda", lambda model, seed: model, with_reference=False)
     timer = CallTimer(sets, "cuda", atol=1.0, rtol=1.0)
@@ -85,7 +85,7 @@ def measure_launch_hidden(module, seeds: list[int], calls: int) -> dict:
     import torch
 
     from builder import config
-    from builder.verify.timing import CallTimer, build_input_sets
+    from builder.verify.child.timing import CallTimer, build_input_sets
 
     sets = build_input_sets(module, seeds, "cuda", lambda model, seed: model, with_reference=False)
     timer = CallTimer(sets, "cuda", atol=1.0, rtol=1.0)
@@ -129,7 +129,7 @@ def measure_placed(module, seeds: list[int], calls: int, placements: int, keep: 
 
     import torch
 
-    from builder.verify.timing import CallTimer, build_input_sets
+    from builder.verify.child.timing import CallTimer, build_input_sets
 
     sets = build_input_sets(module, seeds, "cuda", lambda model, seed: model, with_reference=False)
     timer = CallTimer(sets, "cuda", atol=1.0, rtol=1.0)

@@ -55,7 +55,7 @@ def run_task(task_spec: str, seconds: float, idle: float, smi_log: Path) -> list
     import torch
 
     from builder.tasks import load_task_module, resolve_task
-    from builder.verify.timing import CallTimer, build_input_sets
+    from builder.verify.child.timing import CallTimer, build_input_sets
 
     module = load_task_module(resolve_task(task_spec))
     sets = build_input_sets(module, [1234, 5678], "cuda", lambda model, seed: model, with_reference=False)

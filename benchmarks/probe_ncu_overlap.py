@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from builder import config  # noqa: E402
 from builder.profile import ncu  # noqa: E402
-from builder.verify.sandbox import SandboxedProcess  # noqa: E402
+from builder.verify.sandbox.process import SandboxedProcess  # noqa: E402
 
 TARGET = f"""
 import pathlib, time, torch

@@ -95,13 +95,13 @@ COMPILE_TIMEOUT_S = 600.0
 LOG_TAIL_BYTES, ERROR_TEXT_BYTES = 8 * 1024, 8 * 1024  # a child's log tail kept; an error's text in a record
 CHILD_FILE_SIZE_LIMIT, CHILD_CPU_SECONDS = 2 << 30, 3600  # a sandboxed child's largest file and its CPU time
 CHILD_MAX_PROCESSES = 4096  # per-user limit; torch/OpenMP threads count as processes
-# Byte code the sandboxed children read (builder/verify/bytecode_cache.py), compiled once per environment by
+# Byte code the sandboxed children read (builder/verify/sandbox/bytecode_cache.py), compiled once per environment by
 # importing these in a trusted process (compiling torch's modules was half of a child's start-up without it).
 BYTECODE_CACHE_DIR = Path(os.environ.get("KA_BYTECODE_DIR", CACHE_DIR / "bytecode"))
 BYTECODE_WARM_MODULES = ("torch", "torch._dynamo", "torch.profiler", "torch.utils.cpp_extension",
-                         "torch._inductor.compile_fx", "builder.verify.child", "builder.verify.checks",
-                         "builder.verify.reference", "builder.verify.baselines", "builder.verify.compile_child",
-                         "builder.verify.op_census", "builder.verify.side_stream")  # fmt: skip
+                         "torch._inductor.compile_fx", "builder.verify.child.main", "builder.verify.child.checks",
+                         "builder.verify.child.reference", "builder.verify.child.baselines", "builder.verify.child.build",
+                         "builder.verify.child.op_census", "builder.verify.child.side_stream")  # fmt: skip
 BYTECODE_WARM_TIMEOUT_S = 600.0
 # Secrets hidden from sandboxed children under bwrap (with $HF_HOME, $HF_TOKEN_PATH, $XDG_CACHE_HOME/huggingface):
 # a root uid reads them without any capability, password hashes and host keys too. Keys kept elsewhere: redaction.py.
@@ -246,7 +246,7 @@ REVERIFY_ERROR_CHARS = 200  # of the first line of a moved kernel's new error, i
 REVERIFY_NOTES_SHOWN = 20  # importer notes (kernels left out, with why) listed in report.md
 REVERIFY_OUT_SUFFIX = "-reverify"  # default --out: a folder next to the dataset, named after it
 
-# --- verification engine, parent side (builder/verify/engine.py, sandbox.py, compile.py, pool.py) ----
+# --- verification engine, parent side (builder/verify/engine/verifier.py, sandbox.py, compile.py, pool.py) ----
 BWRAP_PROBE_TIMEOUT_S = 10.0  # `bwrap ... true` must finish within this to count as usable
 BUILDER_COMMIT_ENV = "KA_BUILDER_COMMIT"  # the code's commit where the tree has no .git (records' builder_version)
 SANDBOX_KILL_GRACE_S = 2.0  # wait for a killed process group to be reaped
@@ -287,7 +287,7 @@ BASELINE_WARM_WORKERS = 4  # eager + torch.compile baselines of one task (induct
 # inductor's compile threads in a baseline child: its default worker processes cost the cores the first builds need.
 BASELINE_COMPILE_THREADS = 1  # the code it makes, and its timing, is the same (benchmarks/probe_baseline_compile.py)
 SEED_BITS = 63  # seeds are secrets.randbits(SEED_BITS), drawn per build
-# The builder's own failures (builder/verify/infrastructure.py): a build stops once this many pairs in a row failed
+# The builder's own failures (builder/verify/engine/infrastructure.py): a build stops once this many pairs in a row failed
 # that way, each confirmed by the control kernel failing too; their pairs wait, unrecorded, for the next run.
 INFRA_CONSECUTIVE_FAILURES_MAX = 3
 # The control kernel: a known-good bundled candidate of a cheap task (relu), from the checkout's own data (not
@@ -298,7 +298,7 @@ INFRA_CONTROL_FILES = {"cpu": REPO_ROOT / "data" / "candidates" / "cpu" / "level
 PREFLIGHT_CACHE_SUBDIR = "preflight"  # under CACHE_DIR: one file per environment whose control kernel passed
 PREFLIGHT_MAX_AGE_S = 7 * 24 * 3600.0  # a passed preflight is believed this long for the same environment
 
-# --- library use seen by the parent (builder/verify/static_scan.py, extension_symbols.py, aten_names.py) ----------
+# --- library use seen by the parent (builder/verify/judge/static_scan.py, extension_symbols.py, aten_names.py) ----------
 # Names a candidate may call in ATen for allocation and shapes without it counting as library work (with the
 # census's CPU_ALLOWED_ATEN_OPS); the type names are what `at::Tensor(...)` and the like read as in a source.
 TORCH_ALLOCATION_NAMES = frozenset({
@@ -396,7 +396,7 @@ EXPLORER_CHROMIUM_ARGS = (
     "--disable-quic",
 )
 
-# --- verification engine, child side (builder/verify/child.py, checks.py, timing.py, static_scan.py) ---
+# --- verification engine, child side (builder/verify/child/main.py, checks.py, timing.py, static_scan.py) ---
 POISON_FREE_FRACTION = 0.5  # share of free GPU memory the NaN poison may take (POISON_BYTES caps it)
 # Before its job an evaluation child takes one block of this size (at most the share below of the free memory) from
 # the driver, for the checks' allocations to be split from (poison.reserve_cuda; 0: none).

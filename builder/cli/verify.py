@@ -50,10 +50,10 @@ def verify(
     builder's own machinery failed: no verdict)."""
     from builder import config
     from builder.redaction import known_secrets, redact_record
-    from builder.verify import sandbox
-    from builder.verify.engine import VerifyOptions
-    from builder.verify.engine import verify as run_verify
-    from builder.verify.preflight import preflight
+    from builder.verify.sandbox import process as sandbox
+    from builder.verify.engine.verifier import VerifyOptions
+    from builder.verify.engine.verifier import verify as run_verify
+    from builder.verify.engine.preflight import preflight
     from schemas import record_to_dict
 
     for name, value in (("--timeout", timeout), ("--compile-timeout", compile_timeout), ("--trials", trials)):

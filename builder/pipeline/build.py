@@ -6,7 +6,7 @@ arrives, so a `kill -9` loses only kernels in flight; rerunning the same command
 so an LLM run resumes with the verdicts it had).
 
 Before the first candidate the executor's preflight runs a known-good control kernel through the real machinery
-(builder/verify/preflight.py). A pair whose try the builder's own machinery failed (the executor yields an
+(builder/verify/engine/preflight.py). A pair whose try the builder's own machinery failed (the executor yields an
 `InfrastructureFailure`, never a record) is noted in the store's `waiting` table and tried again; after
 `config.INFRA_CONSECUTIVE_FAILURES_MAX` such failures in a row the build stops with `ExitCode.INFRASTRUCTURE`.
 """
@@ -29,7 +29,7 @@ from builder.pipeline.executors import ExecutorSettings, injected_engine, make_e
 from builder.pipeline.progress import BuildCounters, ProgressView
 from builder.pipeline.store import Store, write_progress_snapshot
 from builder.tasks import Task, load_suite
-from builder.verify.infrastructure import InfrastructureFailure
+from builder.verify.engine.infrastructure import InfrastructureFailure
 
 GENERATOR_CHOICES = ("auto", "bundled", "llm", "import")
 

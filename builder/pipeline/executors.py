@@ -25,7 +25,7 @@ from builder.errors import UsageError
 from builder.tasks import Task
 from schemas import KernelRecord
 
-ENGINE_MODULE = "builder.verify.engine"
+ENGINE_MODULE = "builder.verify.engine.verifier"
 EXECUTOR_NAMES = ("local", "ray")
 
 
@@ -74,7 +74,7 @@ def _engine() -> Any:
 
 def failure_record(candidate: Candidate, task: Task, backend: str, status: str, error: str) -> Any:
     """A record for a candidate the executor lost (worker died, task raised): kept, never dropped."""
-    from builder.verify.verdict import base_fields  # the one place identity/provenance/code fields are filled
+    from builder.verify.judge.verdict import base_fields  # the one place identity/provenance/code fields are filled
 
     fields = base_fields(candidate, task, backend)
     fields.update(status=status, flags=[], ranking_eligible=False, error=error[: config.ERROR_TEXT_BYTES])

@@ -26,7 +26,7 @@ from builder.pipeline.executors import ExecutorSettings, injected_engine, make_e
 from builder.pipeline.reverify import build_report, render_markdown
 from builder.redaction import known_secrets, redact_record
 from builder.tasks import Task, load_suite
-from builder.verify.infrastructure import InfrastructureFailure
+from builder.verify.engine.infrastructure import InfrastructureFailure
 
 REPORT_JSON, REPORT_MD, RECORDS_PARQUET = "report.json", "report.md", "records.parquet"
 PROGRESS_JSONL = "records.jsonl"  # one new record a line, appended as each arrives: a rerun resumes from it

@@ -8,7 +8,7 @@ Tables
   counts).
 - `baselines`: eager / torch.compile reference times per (task, backend, device), cached across runs.
 - `waiting`: (task_id, kernel_id) pairs whose last try the builder's own machinery failed (its sandbox,
-  compiler, disk or device: builder/verify/infrastructure.py), with why and how often; no record was stored for
+  compiler, disk or device: builder/verify/engine/infrastructure.py), with why and how often; no record was stored for
   them, and a rerun tries them again. A pair leaves the table when its record is stored.
 """
 

@@ -7,7 +7,7 @@ import threading
 import time
 
 from benchmarks.gate_watch import GateWatch
-from builder.verify.device_gate import DeviceGate
+from builder.verify.engine.device_gate import DeviceGate
 
 
 class Owner:

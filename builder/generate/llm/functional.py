@@ -4,7 +4,7 @@ External KernelBench tasks define `Model.forward(x)` with the computation inline
 are verified through `model(*inputs, fn=ext.forward)`. The LLM rewrites the task file into functional
 form; it is accepted only if, under the same seeds, it builds the same inputs and its
 `Model(...)(*inputs, fn=module_fn)` matches the original module's output. That check executes
-LLM-written Python, so it runs in a sandboxed child (builder.verify.sandbox when present; until then a
+LLM-written Python, so it runs in a sandboxed child (builder.verify.sandbox.process when present; until then a
 subprocess in its own session with a scrubbed environment, its scratch dir as cwd and HOME, and a
 process-group kill on timeout).
 """
@@ -52,7 +52,7 @@ def _run_fallback(argv: list[str], scratch: Path, timeout_s: float) -> tuple[int
 
 def _run_child(argv: list[str], scratch: Path, timeout_s: float, binds: tuple[Path, ...], gpu: bool):
     try:
-        from builder.verify.sandbox import run_sandboxed
+        from builder.verify.sandbox.process import run_sandboxed
     except ImportError:
         return _run_fallback(argv, scratch, timeout_s)
     outcome = run_sandboxed(argv, scratch, timeout_s, extra_binds=binds, gpu=gpu)

@@ -175,6 +175,6 @@ def completion(text: str, prompt_tokens: int = 100, completion_tokens: int = 50)
 
 def verify_engine():
     """The real verification engine (an import error fails the test: the project is broken)."""
-    import builder.verify.engine as engine
+    import builder.verify.engine.verifier as engine
 
     return engine

@@ -262,7 +262,7 @@ def test_claims_summary_counts_what_held(sakana_file, tmp_path, tiny_tasks):
 @pytest.mark.slow
 @pytest.mark.timeout(1800)  # two C++ extension builds; minutes on a busy 2-core machine
 def test_reverification_reports_the_disagreement(sakana_file, tmp_path):
-    """End to end on the CPU backend through the real verifier (once builder.verify.engine exists)."""
+    """End to end on the CPU backend through the real verifier (once builder.verify.engine.verifier exists)."""
     engine = verify_engine()
     gen = ImportGenerator(str(sakana_file), backend="cpu", out_dir=tmp_path)
     verifier = engine.Verifier(engine.VerifyOptions(backend="cpu"))  # one shared build for the batch

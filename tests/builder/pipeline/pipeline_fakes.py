@@ -88,7 +88,7 @@ class MachineryFailingVerifier(FakeVerifier):
         self.tried: set[tuple[str, str]] = set()
 
     def stream(self, pairs):
-        from builder.verify.infrastructure import InfrastructureFailure
+        from builder.verify.engine.infrastructure import InfrastructureFailure
 
         mode = os.environ.get("KA_FAKE_MACHINERY", "always")
         for candidate, task in pairs:

@@ -17,8 +17,7 @@ from pipeline_helpers import fake_env, run_cli, scratch_parent
 from builder import config
 from builder.errors import ExitCode
 from builder.pipeline.store import Store
-from builder.verify import bubblewrap
-
+from builder.verify.sandbox import bubblewrap
 TASK = "^1/19$"  # relu: three bundled CPU candidates
 FAKE_BWRAP = """#!/bin/sh
 for last; do :; done

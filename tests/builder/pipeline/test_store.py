@@ -76,7 +76,7 @@ def test_no_stored_text_shows_a_secret_the_builder_holds(tmp_path, task, monkeyp
 def test_a_key_a_sandboxed_candidate_read_and_quoted_is_stored_redacted(tmp_path, monkeypatch):
     # A key in a file the sandbox does not hide (beside the task here: every child reads its task's folder), which
     # the builder holds too. The child's error quotes it, as a compiler quotes a file it was made to include.
-    from builder.verify.engine import Verifier, VerifyOptions
+    from builder.verify.engine.verifier import Verifier, VerifyOptions
 
     suite = tmp_path / "suite"
     shutil.copytree(config.REPO_ROOT / "tests" / "fixtures" / "tasks", suite)

@@ -30,7 +30,7 @@ def test_bad_backend_is_a_usage_error():
 
 
 def test_prints_the_three_profiles_from_the_engine_record(monkeypatch):
-    import builder.verify.engine as engine
+    import builder.verify.engine.verifier as engine
     from schemas import KernelRecord, field_names
 
     calls = {}
@@ -59,7 +59,7 @@ def test_prints_the_three_profiles_from_the_engine_record(monkeypatch):
 
 @pytest.mark.skipif(clang_tidy.clang_tidy_binary() is None, reason="clang-tidy wheel not installed")
 def test_clang_tidy_works_without_the_engine(monkeypatch):
-    monkeypatch.setitem(sys.modules, "builder.verify.engine", None)  # import now raises ImportError
+    monkeypatch.setitem(sys.modules, "builder.verify.engine.verifier", None)  # import now raises ImportError
     result = runner.invoke(app, ["profile", str(CANDIDATE), "--task", "1/1", "--backend", "cpu", "--json"])
     assert result.exit_code == 0, result.output
     printed = json.loads(result.output)

@@ -126,7 +126,7 @@ def test_engine_ncu_duration_vs_verifier_median():
         pytest.skip("ncu not on PATH")
     from builder.candidates import Candidate
     from builder.tasks import resolve_task
-    from builder.verify.engine import VerifyOptions, verify
+    from builder.verify.engine.verifier import VerifyOptions, verify
 
     source = REPO / "data" / "candidates" / "cuda" / "level1" / "1_square_matmul" / "smem_tiled.cu"
     if not source.is_file():
@@ -139,7 +139,7 @@ def test_engine_ncu_duration_vs_verifier_median():
     profile = json.loads(record.ncu_profile)
     print(f"\nstatus {record.status}; verify+profile {seconds:.1f} s; ncu: {str(profile)[:300]}")
     print(f"ncu_duration_ms {record.ncu_duration_ms} vs verifier median runtime_ms {record.runtime_ms}")
-    from builder.verify.device_gate import device_gate
+    from builder.verify.engine.device_gate import device_gate
 
     owned = device_gate("cuda", 0).snapshot().by_purpose
     print(f"device owned: {json.dumps({k: round(v, 2) for k, v in owned.items()})} s")

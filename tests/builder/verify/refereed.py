@@ -8,11 +8,11 @@ import tempfile
 import threading
 from typing import Any
 
-from builder.verify import timing
-from builder.verify.referee import Referee
-from builder.verify.timing_window import serve_window
-from builder.verify.window_judge import judge_window
-from builder.verify.window_protocol import QueueLink
+from builder.verify.child import timing
+from builder.verify.judge.referee import Referee
+from builder.verify.child.window import serve_window
+from builder.verify.judge.window import judge_window
+from builder.verify.protocol.window import QueueLink
 
 
 def run_window(sets: timing.TimingSets, job: dict[str, Any], device: str = "cpu", samples: list | None = None,

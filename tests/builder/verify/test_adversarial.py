@@ -36,7 +36,7 @@ STREAM_TIMEOUT_S = 60.0
 def cli_available() -> bool:
     try:
         import builder.cli.verify  # noqa: F401
-        import builder.verify.engine  # noqa: F401
+        import builder.verify.engine.verifier  # noqa: F401
     except ImportError:
         return False
     return True
@@ -83,7 +83,7 @@ import json, sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from builder.cli.candidate_args import resolve_candidate
-from builder.verify.engine import VerifyOptions, compile_candidate
+from builder.verify.engine.verifier import VerifyOptions, compile_candidate
 
 def build(job):
     suite = Path(job["suite"]) if job["suite"] else None
@@ -118,7 +118,7 @@ import json, sys
 from dataclasses import replace
 from pathlib import Path
 from builder.cli.candidate_args import resolve_candidate
-from builder.verify.engine import Verifier, VerifyOptions
+from builder.verify.engine.verifier import Verifier, VerifyOptions
 from schemas import record_to_dict
 
 jobs, backend, timeout_s = json.loads(sys.argv[1]), sys.argv[2], float(sys.argv[3])
@@ -212,7 +212,7 @@ def assert_verdict(fixture: str, outcome: dict) -> None:
 
 
 needs_cli = pytest.mark.skipif(
-    not cli_available(), reason="the parent side (builder.verify.engine, CLI verify) is not there yet"
+    not cli_available(), reason="the parent side (builder.verify.engine.verifier, CLI verify) is not there yet"
 )
 
 
@@ -300,8 +300,7 @@ def test_cuda_fixture_verdict_in_a_stream(fixture, cuda_stream_outcomes):
 def test_cuda_fixtures_record_the_work_queues_they_ran_with(cuda_stream_outcomes):
     from builder import config
     from builder.candidates import Candidate
-    from builder.verify import work_queues
-
+    from builder.verify.engine import work_queues
     for name, outcome in cuda_stream_outcomes.items():
         record = outcome["record"]
         source = (CANDIDATES / name).read_text()

@@ -10,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from builder.tasks import load_suite
-from builder.verify.baseline_cache import BaselineCache
-from builder.verify.engine import VerifyOptions
+from builder.verify.engine.baseline_cache import BaselineCache
+from builder.verify.engine.verifier import VerifyOptions
 
 
 @pytest.fixture

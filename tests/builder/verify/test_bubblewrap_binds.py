@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from builder import config
-from builder.verify import bubblewrap
-
+from builder.verify.sandbox import bubblewrap
 needs_bwrap = pytest.mark.skipif(not bubblewrap.bwrap_usable(), reason="bubblewrap not usable here")
 
 # Run by the /tmp venv's interpreter with the /tmp checkout first on sys.path: one sandboxed child that imports the
@@ -23,7 +22,7 @@ needs_bwrap = pytest.mark.skipif(not bubblewrap.bwrap_usable(), reason="bubblewr
 PARENT = """
 import json, sys, tempfile
 sys.path.insert(0, sys.argv[1])
-from builder.verify.sandbox import run_sandboxed
+from builder.verify.sandbox.process import run_sandboxed
 child = ("import builder.config, sys, pathlib; print(builder.config.REPO_ROOT, sys.prefix);"
          "pathlib.Path(builder.config.REPO_ROOT, 'written').write_text('x')")
 outcome = run_sandboxed([sys.executable, "-c", child], tempfile.mkdtemp(), 60, gpu=False, isolation="bwrap")

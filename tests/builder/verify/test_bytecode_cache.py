@@ -8,9 +8,9 @@ import sys
 import pytest
 
 from builder import config
-from builder.verify import bytecode_cache
-from builder.verify.bubblewrap import bwrap_usable
-from builder.verify.sandbox import run_sandboxed
+from builder.verify.sandbox import bytecode_cache
+from builder.verify.sandbox.bubblewrap import bwrap_usable
+from builder.verify.sandbox.process import run_sandboxed
 
 needs_bwrap = pytest.mark.skipif(not bwrap_usable(), reason="needs a usable bubblewrap")
 

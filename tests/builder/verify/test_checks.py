@@ -15,8 +15,7 @@ import torch
 
 from builder.tasks import instantiate, load_task_module
 from builder.tasks.suite import describe_task_file
-from builder.verify import checks, reference
-
+from builder.verify.child import checks, reference
 TASKS = Path(__file__).resolve().parents[2] / "fixtures" / "tasks" / "level1"
 SEEDS = [9_141_592_653, 2_718_281_828, 1_618_033_988]
 
@@ -300,7 +299,7 @@ def test_more_trials_than_seeds_derives_fresh_seeds():
 
 
 def test_compare_follows_allclose_semantics_with_special_values():
-    from builder.verify.compare import compare_outputs
+    from builder.verify.protocol.compare import compare_outputs
 
     ref = torch.tensor([1.0, float("nan"), float("inf"), -2.0])
     assert compare_outputs(ref.clone(), ref, 1e-4, 1e-4).ok  # same NaN and same infinity are equal
@@ -322,7 +321,7 @@ def test_compare_follows_allclose_semantics_with_special_values():
 
 
 def test_library_kernel_names_are_classified():
-    from builder.verify.op_census import is_library_kernel
+    from builder.verify.child.op_census import is_library_kernel
 
     library = [
         "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, ...)",
@@ -412,8 +411,7 @@ def test_the_reference_is_computed_without_tf32_or_reduced_precision_and_the_def
 
 
 def test_tamper_fingerprint_sees_no_change_from_the_checks_own_work(scale_shift):
-    from builder.verify import tamper
-
+    from builder.verify.child import tamper
     before = tamper.fingerprint(scale_shift)
     assert evaluate(honest, scale_shift)["status"] == "correct"
     assert tamper.changes(before, tamper.fingerprint(scale_shift)) == []
@@ -422,8 +420,7 @@ def test_tamper_fingerprint_sees_no_change_from_the_checks_own_work(scale_shift)
 def test_the_side_stream_clock_check_waits_for_its_turn_and_runs_once(monkeypatch):
     """The clock half of the side-stream check is kept for the moment the device is the candidate's alone (the
     child calls time_side_stream after the timing grant); it flags what it finds, then lets go of the probe."""
-    from builder.verify import side_stream
-
+    from builder.verify.child import side_stream
     calls = []
 
     def fake_reason(bound, pristine):
@@ -445,7 +442,7 @@ def test_the_side_stream_clock_check_waits_for_its_turn_and_runs_once(monkeypatc
 def test_check_steps_keep_each_kind_of_steps_time_without_the_time_yielded_to_a_window():
     import time
 
-    from builder.verify.checks import CheckSteps
+    from builder.verify.child.checks import CheckSteps
 
     steps = CheckSteps(lambda: time.sleep(0.2), first="call")  # each yield: a window held the device 0.2 s
     time.sleep(0.02)
@@ -466,7 +463,7 @@ def test_the_run_queue_wait_counts_the_time_a_thread_waited_for_a_busy_core():
     import sys
     import time
 
-    from builder.verify.checks import run_queue_s
+    from builder.verify.child.checks import run_queue_s
 
     if not os.path.exists("/proc/thread-self/schedstat"):
         pytest.skip("this kernel keeps no schedstat")

@@ -15,8 +15,8 @@ import torch
 
 from builder.tasks import load_task_module
 from builder.tasks.suite import describe_task_file
-from builder.verify import checks, op_census, work_queues
-
+from builder.verify.child import checks, op_census
+from builder.verify.engine import work_queues
 pytestmark = pytest.mark.gpu
 
 REPO = Path(__file__).resolve().parents[3]
@@ -117,7 +117,7 @@ def test_the_census_sees_work_off_the_calling_stream_and_graph_launches():
 RESERVE_SCRIPT = """
 import json, sys, torch
 from builder import config
-from builder.verify import poison
+from builder.verify.child import poison
 config.POISON_BYTES = 64 << 20
 torch.empty(1, device="cuda")  # the context, as a child makes it
 taken = poison.reserve_cuda(int(sys.argv[1]))

@@ -1,7 +1,7 @@
-"""builder.verify.child end to end: real child processes evaluating compiled CPU fixtures (one shared
+"""builder.verify.child.main end to end: real child processes evaluating compiled CPU fixtures (one shared
 build exporting two candidates as submodules c0/c1, the way the parent batches them) and ModelNew files,
 through the parent's protocol: the clean reference child first, then the candidate's child, whose outputs the
-parent judges (builder/verify/evaluation.py)."""
+parent judges (builder/verify/engine/evaluation.py)."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def scale_shift_task():
 
 
 def options(**fields):
-    from builder.verify.engine import VerifyOptions
+    from builder.verify.engine.verifier import VerifyOptions
 
     settings = {"backend": "cpu", "seeds": SEEDS, "trials": 2, "timed_calls": 5, "warmup_calls": 1,
                 "timing_budget_s": 5.0, "atol": 1e-4, "rtol": 1e-4, "timeout_s": CHILD_TIMEOUT_S}  # fmt: skip
@@ -74,7 +74,7 @@ def options(**fields):
 
 @pytest.fixture(scope="module")
 def clean_reference():
-    from builder.verify.clean_reference import ReferenceCache
+    from builder.verify.engine.clean_reference import ReferenceCache
 
     references = ReferenceCache()
     reference = references.get(scale_shift_task(), options())
@@ -87,9 +87,9 @@ def evaluate(tmp_path: Path, reference, *, library: tuple[str, str, str] | None 
              pooled=None) -> dict:  # fmt: skip
     """The candidate's child run and judged as the parent does it; the judged result."""
     from builder.candidates import Candidate
-    from builder.verify.compile import CompileResult
-    from builder.verify.evaluation import run_judged
-    from builder.verify.pool import build_job
+    from builder.verify.compile.extension import CompileResult
+    from builder.verify.engine.evaluation import run_judged
+    from builder.verify.sandbox.pool import build_job
 
     if python is not None:
         candidate = Candidate(task_id="1/1", source=(CANDIDATES / python).read_text(), language="python",
@@ -116,7 +116,7 @@ def make_job(tmp_path: Path, **fields) -> Path:
 
 
 def run_child(job_path: Path) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "builder.verify.child", str(job_path)]
+    argv = [sys.executable, "-m", "builder.verify.child.main", str(job_path)]
     return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
 
 
@@ -154,7 +154,7 @@ def test_compiled_correct_candidate_from_shared_build(tmp_path, shared_cpu_build
 
 
 def test_the_jobs_wait_for_the_childs_start_up_is_a_phase_from_the_parents_clock():
-    from builder.verify.child import _Phases
+    from builder.verify.child.main import _Phases
 
     assert 2.0 <= _Phases(time.time() - 2.0).seconds["wait_for_start_up"] < 3.0
     assert 0.0 == _Phases(time.time() + 5.0).seconds["wait_for_start_up"]  # a clock ahead reads as no wait
@@ -179,7 +179,7 @@ def test_missing_symbol_is_a_runtime_error(tmp_path, shared_cpu_build, clean_ref
 
 
 def test_model_new_in_a_pre_started_child(tmp_path, clean_reference):
-    from builder.verify.pool import EvalPool
+    from builder.verify.sandbox.pool import EvalPool
 
     with EvalPool(1, gpu=False, env_extra={"CUDA_VISIBLE_DEVICES": ""}, ro_binds=[SCALE_SHIFT.parent]) as pool:
         result = evaluate(tmp_path, clean_reference, python="python/correct_uses_torch_ops.py", pooled=pool.take())
@@ -276,7 +276,7 @@ def test_the_ncu_child_says_ready_before_it_loads_the_candidate_then_ends_its_tu
     ready, go, done = tmp_path / "ready", tmp_path / "go", tmp_path / "turn_done"
     job = make_job(tmp_path, mode="ncu", python_path=str(candidate), ready_path=str(ready), go_path=str(go),
                    turn_done_path=str(done))  # fmt: skip
-    child = subprocess.Popen([sys.executable, "-m", "builder.verify.child", str(job)], cwd=REPO,
+    child = subprocess.Popen([sys.executable, "-m", "builder.verify.child.main", str(job)], cwd=REPO,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         deadline = time.monotonic() + CHILD_TIMEOUT_S
@@ -298,7 +298,7 @@ def test_a_yield_point_pauses_only_when_asked_and_waits_for_the_resume_word(tmp_
     import threading
     import time
 
-    from builder.verify.child_words import YieldPoint
+    from builder.verify.child.words import YieldPoint
 
     point = YieldPoint({"pause_path": str(tmp_path / "pause"), "backend": "cpu"})
     point()  # not asked: returns at once, nothing written
@@ -325,8 +325,7 @@ def test_the_checks_offer_a_yield_point_between_every_two_steps(monkeypatch):
     (a trial's call, its repeat, the census, each perturbed run) without a yield point between them."""
     from builder.tasks import load_task_module
     from builder.tasks.suite import describe_task_file
-    from builder.verify import checks, reference
-
+    from builder.verify.child import checks, reference
     module = load_task_module(describe_task_file(FIXTURES / "tasks" / "level1" / "1_scale_shift.py"))
     job = {"backend": "cpu", "seeds": [11, 22, 33], "trials": 3, "atol": 1e-4, "rtol": 1e-4, "profile": False}
     manifest = reference.compute_reference(module, job).public_manifest()

@@ -14,7 +14,7 @@ from builder import config
 WAITER = """
 import sys
 from pathlib import Path
-from builder.verify import child_words
+from builder.verify.child import words as child_words
 Path(sys.argv[1]).write_text("waiting")
 print(child_words.await_word(sys.argv[2]))
 """

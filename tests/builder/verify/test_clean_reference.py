@@ -14,9 +14,10 @@ import torch
 
 from builder import config
 from builder.tasks import load_suite
-from builder.verify import clean_reference, tensor_files
-from builder.verify.clean_reference import CleanReference, ReferenceCache
-from builder.verify.engine import VerifyOptions
+from builder.verify.engine import clean_reference
+from builder.verify.protocol import tensor_files
+from builder.verify.engine.clean_reference import CleanReference, ReferenceCache
+from builder.verify.engine.verifier import VerifyOptions
 
 REFERENCE_BYTES = 1000
 

@@ -1,4 +1,4 @@
-"""builder.verify.compare: the chunked pass the judge takes on the CPU gives the whole-tensor pass's verdicts,
+"""builder.verify.protocol.compare: the chunked pass the judge takes on the CPU gives the whole-tensor pass's verdicts,
 figures and messages, for passing and failing outputs alike."""
 
 from __future__ import annotations
@@ -6,9 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from builder.verify import compare
-
-
+from builder.verify.protocol import compare
 @pytest.fixture
 def small_chunks(monkeypatch):
     monkeypatch.setattr(compare.config, "COMPARE_CHUNK_ELEMENTS", 1000)

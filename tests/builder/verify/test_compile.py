@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from builder.candidates import Candidate
-from builder.verify import batching
-from builder.verify.compile import CompileResult, build_extension, compiler_excerpt, recall_build, remember_members
-from builder.verify.engine import VerifyOptions, compile_candidate
-from builder.verify.sandbox import SandboxCancelled, run_sandboxed
+from builder.verify.compile import batching
+from builder.verify.compile.extension import CompileResult, build_extension, compiler_excerpt, recall_build, remember_members
+from builder.verify.engine.verifier import VerifyOptions, compile_candidate
+from builder.verify.sandbox.process import SandboxCancelled, run_sandboxed
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sandbox"
 
@@ -377,7 +377,7 @@ def test_a_failed_build_is_rebuilt_before_later_builds_and_its_culprit_last():
 
 
 def test_error_locations_read_nvcc_gcc_and_mangled_names():
-    from builder.verify.compile import error_locations
+    from builder.verify.compile.extension import error_locations
 
     log = "\n".join([
         '/cache/b/ka_1.cu(41): error: identifier "x" is undefined',

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from builder.verify import batching, environment
-from builder.verify.compile import build_extension
-from builder.verify.sandbox import run_sandboxed
+from builder.verify.compile import batching
+
+from builder.verify import environment
+from builder.verify.compile.extension import build_extension
+from builder.verify.sandbox.process import run_sandboxed
 
 pytestmark = pytest.mark.gpu
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sandbox"

@@ -8,8 +8,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from builder.verify.dependence import dependent_bytes
-from builder.verify.reference import perturbation_targets
+from builder.verify.child.dependence import dependent_bytes
+from builder.verify.child.reference import perturbation_targets
 
 
 def measured(model: nn.Module, inputs: list) -> dict:

@@ -1,4 +1,4 @@
-"""A stream over several GPUs runs an engine process per GPU (builder/verify/device_engines.py): pairs are handed
+"""A stream over several GPUs runs an engine process per GPU (builder/verify/engine/device_engines.py): pairs are handed
 out by task, every pair comes back as exactly one record (a crash record when its engine died), and closing the
 stream leaves no engine behind. The engines are real processes running the real engine on the CPU backend
 (`VerifyOptions(engines=2)`), where each engine stands for one GPU."""
@@ -20,9 +20,10 @@ import pytest
 
 from builder import config
 from builder.cli.candidate_args import resolve_candidate
-from builder.verify import device_engines, environment
-from builder.verify.engine import Verifier, VerifyOptions
-from builder.verify.infrastructure import InfrastructureFailure
+from builder.verify.engine import device_engines
+from builder.verify import environment
+from builder.verify.engine.verifier import Verifier, VerifyOptions
+from builder.verify.engine.infrastructure import InfrastructureFailure
 
 FIXTURES = config.REPO_ROOT / "tests" / "fixtures"
 SUITE = FIXTURES / "tasks"
@@ -43,7 +44,7 @@ def test_cores_and_compile_workers_are_shared_out():
 def test_a_cuda_stream_runs_an_engine_per_visible_gpu(monkeypatch, visible, setting, engines, expected):
     monkeypatch.setattr(environment, "visible_gpu_ids", lambda: visible)
     monkeypatch.setattr(config, "ENGINE_PROCESS_PER_GPU", setting)
-    monkeypatch.setattr("builder.verify.device_gate.keep_timing_cores", lambda *a: {})
+    monkeypatch.setattr("builder.verify.engine.device_gate.keep_timing_cores", lambda *a: {})
     assert Verifier(VerifyOptions(backend="cuda", engines=engines)).engine_devices == expected
 
 
@@ -82,7 +83,7 @@ def test_two_engines_give_every_pair_the_verdict_one_process_gives(tmp_path, cap
     options = VerifyOptions(backend="cpu", build_cache_dir=tmp_path / "builds", baseline_cache_dir=tmp_path / "b")
     alone = {r.kernel_name: r.status for r in Verifier(options).stream(pairs)}
     caplog.set_level(logging.INFO, logger=device_engines.__name__)
-    caplog.set_level(logging.DEBUG, logger="builder.verify.engine")  # the engines log each evaluation's phases
+    caplog.set_level(logging.DEBUG, logger="builder.verify.engine.verifier")  # the engines log each evaluation's phases
     # Baselines of their own: the first run's cached ones would leave the engines none to measure.
     options = replace(options, engines=2, batch_size=2, baseline_cache_dir=tmp_path / "engines' baselines")
     engines = {r.kernel_name: r.status for r in Verifier(options).stream(pairs)}
@@ -92,7 +93,7 @@ def test_two_engines_give_every_pair_the_verdict_one_process_gives(tmp_path, cap
     assert len(ends) == 2 and all("0 pending" in line for line in ends), ends
     assert not any(": 0 records" in line for line in ends), ends  # the pairs were shared out
     phases = {r.getMessage().split(":")[0].removeprefix("evaluation phases of "): r.processName for r in caplog.records
-              if r.name == "builder.verify.engine" and r.getMessage().startswith("evaluation phases of ")}  # fmt: skip
+              if r.name == "builder.verify.engine.verifier" and r.getMessage().startswith("evaluation phases of ")}  # fmt: skip
     assert set(phases) == set(engines) and set(phases.values()) == {"engine-0", "engine-1"}, phases
     # each engine's totals at its stream's end (the bench's view of its device, references and start)
     totals = {r.processName: json.loads(r.getMessage().removeprefix("engine totals: ")) for r in caplog.records
@@ -174,7 +175,7 @@ def test_closing_the_stream_stops_every_engine_and_its_children(tmp_path, caplog
     pairs = fixture_pairs(["incorrect_wrong_result.py", "timeout_infinite_loop.py"] * 3)  # a quick record first
     options = VerifyOptions(backend="cpu", engines=2, timeout_s=120, build_cache_dir=tmp_path / "builds",
                             baseline_cache_dir=tmp_path / "baselines")  # fmt: skip
-    caplog.set_level(logging.DEBUG, logger="builder.verify.engine")  # as the bench listens for engines' totals
+    caplog.set_level(logging.DEBUG, logger="builder.verify.engine.verifier")  # as the bench listens for engines' totals
     stream = Verifier(options).stream(pairs)
     next(stream)
     engines = engine_processes()
@@ -219,7 +220,7 @@ def test_an_engine_out_of_pairs_takes_over_pairs_the_other_has_not_begun(tmp_pat
     pairs = [pair for both in zip(slow, quick, strict=True) for pair in both]
     shared_before = set(Path(tempfile.gettempdir()).glob(f"{config.REFERENCE_SHARE_PREFIX}*"))
     caplog.set_level(logging.DEBUG, logger=device_engines.__name__)
-    caplog.set_level(logging.DEBUG, logger="builder.verify.engine")
+    caplog.set_level(logging.DEBUG, logger="builder.verify.engine.verifier")
     records = list(Verifier(options).stream(pairs))
     assert sorted(r.kernel_name for r in records) == sorted(c.kernel_name for c, _ in pairs)
     # (the quick ones: the scale-shift kernel raises on the matmul task's inputs)
@@ -253,7 +254,7 @@ def test_pairs_handed_back_are_judged_from_the_givers_reference_as_the_giver_wou
     slow = slow[:2] + [(replace(c, kernel_name=f"correct-{i}"), t) for i, (c, t) in enumerate(correct)]
     pairs = [pair for both in zip(slow, quick[:4], strict=True) for pair in both]
     caplog.set_level(logging.DEBUG, logger=device_engines.__name__)
-    caplog.set_level(logging.DEBUG, logger="builder.verify.engine")
+    caplog.set_level(logging.DEBUG, logger="builder.verify.engine.verifier")
     records = {r.kernel_name: r for r in Verifier(options).stream(pairs)}
     assert sorted(records) == sorted(c.kernel_name for c, _ in pairs)
     assert [records[f"correct-{i}"].status for i in range(2)] == ["correct", "correct"], [

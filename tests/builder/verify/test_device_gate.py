@@ -10,8 +10,8 @@ import time
 import psutil
 import pytest
 
-from builder.verify.bubblewrap import bwrap_usable
-from builder.verify.device_gate import (
+from builder.verify.sandbox.bubblewrap import bwrap_usable
+from builder.verify.engine.device_gate import (
     DeviceGate,
     DeviceTurn,
     Exclusive,
@@ -21,7 +21,7 @@ from builder.verify.device_gate import (
     work_cores,
     write_word,
 )
-from builder.verify.sandbox import SandboxedProcess
+from builder.verify.sandbox.process import SandboxedProcess
 
 
 class Member:
@@ -208,8 +208,7 @@ def test_a_stopped_child_makes_no_progress_and_its_stopped_time_is_not_its_timeo
     not bwrap_usable(), reason="needs bubblewrap"))])  # fmt: skip
 def test_a_window_stops_every_other_member_with_one_look_over_the_machine(tmp_path, monkeypatch, isolation):
     """Each member's escapees are looked for once a grant and once a release for all members, not once each."""
-    from builder.verify import process_tree
-
+    from builder.verify.sandbox import process_tree
     looks = []
     real = process_tree.runs_processes
     monkeypatch.setattr(process_tree, "runs_processes", lambda runs: looks.append(len(runs)) or real(runs))

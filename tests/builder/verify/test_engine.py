@@ -19,11 +19,11 @@ import pytest
 from builder import config
 from builder.candidates import Candidate
 from builder.tasks import load_suite
-from builder.verify import compile as compile_module
-from builder.verify import verdict
-from builder.verify.compile import CompileResult
-from builder.verify.engine import BaselineCache, Verifier, VerifyOptions, evaluate_compiled, verify
-from builder.verify.pool import EvalPool, build_job, child_env, run_child
+from builder.verify.compile import extension as compile_module
+from builder.verify.judge import verdict
+from builder.verify.compile.extension import CompileResult
+from builder.verify.engine.verifier import BaselineCache, Verifier, VerifyOptions, evaluate_compiled, verify
+from builder.verify.sandbox.pool import EvalPool, build_job, child_env, run_child
 from schemas import validate
 
 FAKE_CHILD = "tests.fixtures.sandbox.fake_child"
@@ -260,7 +260,7 @@ def test_profile_hook_fills_profile_fields_and_tolerates_failures(task, options,
     import sys
     import types
 
-    from builder.verify.engine import attach_profiles
+    from builder.verify.engine.verifier import attach_profiles
 
     cand = Candidate(task_id=task.id, source="int forward();", language="cpp", kernel_name="tidy")
     record = verify(candidate(task, {"status": "correct"}), task, options)
@@ -313,8 +313,7 @@ def test_a_prestarted_child_that_died_is_replaced_by_a_fresh_one(task, options):
 
 def _pool_arguments(monkeypatch, position: int, keyword: str) -> list:
     """What each EvalPool the engine makes is given at `position` (or as `keyword`), in order."""
-    from builder.verify import engine
-
+    from builder.verify.engine import verifier as engine
     given = []
 
     class SpiedPool(EvalPool):

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import logging
 
-from builder.verify import device_engines, engine_process
-
-
+from builder.verify.engine import device_engines, engine_process
 def test_the_engine_entry_point_says_how_to_use_it(capsys):
     assert engine_process.main([]) == 2
-    assert "usage: python -m builder.verify.engine_process FD" in capsys.readouterr().err
+    assert "usage: python -m builder.verify.engine.engine_process FD" in capsys.readouterr().err
 
 
 def test_an_engines_log_record_reaches_the_builders_logger_whole(caplog):
@@ -39,9 +37,9 @@ def test_an_engines_log_record_reaches_the_builders_logger_whole(caplog):
 
 def test_an_engine_logs_at_the_builders_levels(monkeypatch):
     monkeypatch.setattr(logging.getLogger("builder"), "level", logging.INFO)
-    monkeypatch.setattr(logging.getLogger("builder.verify.engine"), "level", logging.DEBUG)
+    monkeypatch.setattr(logging.getLogger("builder.verify.engine.verifier"), "level", logging.DEBUG)
     levels = device_engines.builder_log_levels()
-    assert levels["builder"] == logging.INFO and levels["builder.verify.engine"] == logging.DEBUG
+    assert levels["builder"] == logging.INFO and levels["builder.verify.engine.verifier"] == logging.DEBUG
 
 
 def test_an_engine_whose_totals_cannot_be_read_says_so_and_goes_on(caplog, monkeypatch):
@@ -49,6 +47,6 @@ def test_an_engine_whose_totals_cannot_be_read_says_so_and_goes_on(caplog, monke
         raise KeyError("by_purpose")
 
     monkeypatch.setattr(engine_process, "engine_totals", broken)
-    with caplog.at_level(logging.DEBUG, logger="builder.verify.engine"):
+    with caplog.at_level(logging.DEBUG, logger="builder.verify.engine.verifier"):
         engine_process._log_totals(None, 0.0, 3, None)  # a bench's figures: never an engine's failure
     assert [r.getMessage() for r in caplog.records] == ["engine totals unavailable: 'by_purpose'"]

@@ -10,9 +10,9 @@ import pytest
 from builder import config
 from builder.candidates import Candidate
 from builder.tasks import load_suite
-from builder.verify.engine import BaselineCache, Verifier, VerifyOptions
-from builder.verify.pool import EvalPool
-from builder.verify.sandbox import resolve_isolation
+from builder.verify.engine.verifier import BaselineCache, Verifier, VerifyOptions
+from builder.verify.sandbox.pool import EvalPool
+from builder.verify.sandbox.process import resolve_isolation
 
 FIXTURES = config.REPO_ROOT / "tests" / "fixtures"
 FAKE_CHILD = "tests.fixtures.sandbox.fake_child"

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from builder.tasks import load_suite
-from builder.verify.clean_reference import ReferenceCache
-from builder.verify.compile import CompileResult
-from builder.verify.device_gate import device_gate
-from builder.verify.engine import Verifier, VerifyOptions
-from builder.verify.evaluation import run_judged
-from builder.verify.pool import build_job
+from builder.verify.engine.clean_reference import ReferenceCache
+from builder.verify.compile.extension import CompileResult
+from builder.verify.engine.device_gate import device_gate
+from builder.verify.engine.verifier import Verifier, VerifyOptions
+from builder.verify.engine.evaluation import run_judged
+from builder.verify.sandbox.pool import build_job
 from tests.builder.verify.test_engine import FAKE_CHILD, candidate, fake_children
 
 
@@ -145,8 +145,7 @@ def test_a_crashing_neighbour_changes_no_verdict(task, options):
 
 @pytest.mark.parametrize("directive", [{}, {"wrong_output": True}])
 def test_the_outputs_of_the_checks_are_compared_once_per_candidate(task, options, monkeypatch, directive):
-    from builder.verify import evaluation
-
+    from builder.verify.engine import evaluation
     reference = ReferenceCache().get(task, options)
     calls = []
     real = evaluation.judge.find_checks
@@ -160,8 +159,7 @@ def test_a_watcher_looks_at_its_childs_files_less_often_while_nothing_changes(ta
     """Eight watchers looking every 2 ms held the parent's interpreter lock against its judging: while the
     child's state stands still the looks back off (to `JUDGE_POLL_MAX_S`)."""
     from builder import config
-    from builder.verify import evaluation
-
+    from builder.verify.engine import evaluation
     reference = ReferenceCache().get(task, options)
     looks = []
     real = evaluation.tensor_files.is_complete
@@ -174,8 +172,8 @@ def test_a_watcher_looks_at_its_childs_files_less_often_while_nothing_changes(ta
 
 def test_a_watcher_looking_at_leisure_hears_of_a_waiting_owner_at_once(monkeypatch):
     from builder import config
-    from builder.verify.device_gate import DeviceGate
-    from builder.verify.evaluation import _Watcher
+    from builder.verify.engine.device_gate import DeviceGate
+    from builder.verify.engine.evaluation import _Watcher
 
     monkeypatch.setattr(config, "JUDGE_POLL_MAX_S", 30.0)
     gate = DeviceGate()

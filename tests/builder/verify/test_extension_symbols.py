@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.verify import extension_symbols, static_scan
-from builder.verify.compile import CompileResult, build_extension
+from builder.verify.judge import extension_symbols, static_scan
+from builder.verify.compile.extension import CompileResult, build_extension
 
 REPO = Path(__file__).resolve().parents[3]
 FIXTURES = REPO / "tests" / "fixtures" / "candidates"
@@ -143,7 +143,7 @@ def test_without_nm_the_imports_are_not_read_and_it_says_so(tmp_path, monkeypatc
     monkeypatch.setattr(extension_symbols, "_nm", lambda: None)
     extension_symbols._read_undefined.cache_clear()
     extension_symbols._warn_no_nm.cache_clear()
-    with caplog.at_level(logging.WARNING, logger="builder.verify.extension_symbols"):
+    with caplog.at_level(logging.WARNING, logger="builder.verify.judge.extension_symbols"):
         assert extension_symbols.undefined_symbols(library) is None
     assert "nm (binutils) not found" in caplog.text
 

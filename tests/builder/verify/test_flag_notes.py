@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from builder import config
-from builder.verify import verdict
+from builder.verify.judge import verdict
 from schemas import validate
 
 BASE = dict(kernel_id="0" * 20, task_id="1/1", level=1, task_number=1, op_name="scale_shift", kernel_name="k",

@@ -17,10 +17,10 @@ import psutil
 import pytest
 
 from builder import config
-from builder.verify import bubblewrap, forked, sandbox, zygote
-from builder.verify.forked import ForkedProcess
-from builder.verify.pool import EvalPool
-from builder.verify.sandbox import SandboxedProcess
+from builder.verify.sandbox import bubblewrap, forked, process as sandbox, zygote
+from builder.verify.sandbox.forked import ForkedProcess
+from builder.verify.sandbox.pool import EvalPool
+from builder.verify.sandbox.process import SandboxedProcess
 from tests.fixtures.sandbox.probe_child import host_shared_memory
 
 PROBE_CHILD = "tests.fixtures.sandbox.probe_child"
@@ -205,9 +205,9 @@ def test_fork_problem_names_an_initialised_gpu_driver(tmp_path):
 
 
 def test_the_zygote_entry_point_says_how_to_use_it():
-    done = subprocess.run([sys.executable, "-m", "builder.verify.zygote"], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "builder.verify.sandbox.zygote"], capture_output=True, text=True,
                           cwd=config.REPO_ROOT, timeout=60)  # fmt: skip
-    assert done.returncode == 2 and done.stderr.startswith("usage: python -m builder.verify.zygote")
+    assert done.returncode == 2 and done.stderr.startswith("usage: python -m builder.verify.sandbox.zygote")
 
 
 @pytest.mark.gpu

@@ -1,4 +1,4 @@
-"""The end of a stream over several engines (builder/verify/hand_back.py): windows an engine's input closes early,
+"""The end of a stream over several engines (builder/verify/engine/hand_back.py): windows an engine's input closes early,
 the queue pairs are taken back from, and how many an engine hands back."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from builder import config
-from builder.verify.hand_back import WINDOW_END, UnstartedWork, hand_back_size, read_window, worth_waiting
+from builder.verify.engine.hand_back import WINDOW_END, UnstartedWork, hand_back_size, read_window, worth_waiting
 
 
 def test_a_window_ends_at_its_size_at_a_window_end_or_at_the_inputs_end():

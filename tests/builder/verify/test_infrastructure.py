@@ -18,11 +18,13 @@ from builder import config
 from builder.candidates import Candidate
 from builder.errors import ExitCode, InfrastructureError
 from builder.tasks import load_suite
-from builder.verify import clean_reference, compile, environment, infrastructure, preflight
-from builder.verify.compile import CompileResult, build_extension, recall_build
-from builder.verify.engine import VerifyOptions, evaluate_compiled, verify
-from builder.verify.infrastructure import InfrastructureFailure, child_suspect, compile_suspect, suspect_text
-from builder.verify.sandbox import ChildOutcome
+from builder.verify.engine import clean_reference, infrastructure, preflight
+from builder.verify.compile import extension as compile
+from builder.verify import environment
+from builder.verify.compile.extension import CompileResult, build_extension, recall_build
+from builder.verify.engine.verifier import VerifyOptions, evaluate_compiled, verify
+from builder.verify.engine.infrastructure import InfrastructureFailure, child_suspect, compile_suspect, suspect_text
+from builder.verify.sandbox.process import ChildOutcome
 
 FAKE_CHILD = "tests.fixtures.sandbox.fake_child"
 BWRAP_LINE = "bwrap: execvp /tmp/ka-clone/.venv/bin/python: No such file or directory"
@@ -40,7 +42,7 @@ def outcome(stderr: str = "", returncode: int | None = 1, sig: int | None = None
     "text, what",
     [
         (BWRAP_LINE, "the sandbox did not start"),
-        ("/usr/bin/python: No module named builder.verify.compile_child", "cannot import the builder"),
+        ("/usr/bin/python: No module named builder.verify.child.build", "cannot import the builder"),
         ("OSError: [Errno 28] No space left on device: 'x.o'", "no space left"),
         ("c++: fatal error: Killed signal terminated program cc1plus", "killed by a signal"),
         ("nvcc error   : 'cicc' died due to signal 9 (Kill signal)", "killed by a signal"),
@@ -181,8 +183,7 @@ def test_a_compile_the_machinery_failed_is_no_record_and_one_it_did_not_is_built
     assert isinstance(result, InfrastructureFailure) and result.kernel_id == cand.kernel_id
     assert "the sandbox did not start" in result.reason
     control["answer"], rebuilt = None, []
-    from builder.verify import engine
-
+    from builder.verify.engine import verifier as engine
     def compile_again(candidate, task, options):
         rebuilt.append(options.suspects_are_own)
         return CompileResult(ok=False, error="x.cpp:1:1: error: its own")

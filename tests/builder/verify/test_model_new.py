@@ -13,9 +13,10 @@ import torch.nn as nn
 from builder.tasks import instantiate, load_task_module
 from builder.tasks.loading import construction_device
 from builder.tasks.suite import describe_task_file
-from builder.verify import checks, verdict
-from builder.verify.child import load_model_new
-from builder.verify.model_new import adopt_reference_state
+from builder.verify.child import checks
+from builder.verify.judge import verdict
+from builder.verify.child.main import load_model_new
+from builder.verify.child.model_new import adopt_reference_state
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 TASKS = FIXTURES / "tasks" / "level1"

@@ -11,9 +11,9 @@ import torch
 
 from builder.tasks import instantiate, load_task_module
 from builder.tasks.suite import describe_task_file
-from builder.verify import checks
-from builder.verify.child import load_model_new
-from builder.verify.model_new import build_model_new
+from builder.verify.child import checks
+from builder.verify.child.main import load_model_new
+from builder.verify.child.model_new import build_model_new
 
 pytestmark = pytest.mark.gpu
 

@@ -7,9 +7,7 @@ import pytest
 import torch
 
 from builder import config
-from builder.verify import poison
-
-
+from builder.verify.child import poison
 @pytest.fixture
 def driver(monkeypatch):
     """torch.cuda's free memory and torch.empty on "cuda", stood in for: records each block asked for."""

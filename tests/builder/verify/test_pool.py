@@ -10,15 +10,15 @@ import pytest
 
 from builder import config
 from builder.tasks import load_suite
-from builder.verify import forked, pool
-from builder.verify.clean_reference import compute_clean_reference
-from builder.verify.engine import VerifyOptions
-from builder.verify.pool import CHILD_MODULE, EvalPool, child_env
+from builder.verify.sandbox import forked, pool
+from builder.verify.engine.clean_reference import compute_clean_reference
+from builder.verify.engine.verifier import VerifyOptions
+from builder.verify.sandbox.pool import CHILD_MODULE, EvalPool, child_env
 from tests.builder.verify.test_forked import needs_bwrap
 
 
 def test_a_device_reserve_option_reaches_the_childrens_environment(monkeypatch):
-    from builder.verify.child import device_reserve_bytes
+    from builder.verify.child.main import device_reserve_bytes
 
     name = config.EVAL_DEVICE_RESERVE_ENV
     assert name not in child_env(VerifyOptions(backend="cuda"))  # the child takes the config's

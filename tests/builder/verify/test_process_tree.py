@@ -10,9 +10,9 @@ import time
 import psutil
 import pytest
 
-from builder.verify import process_tree
-from builder.verify.bubblewrap import bwrap_usable
-from builder.verify.sandbox import SandboxedProcess
+from builder.verify.sandbox import process_tree
+from builder.verify.sandbox.bubblewrap import bwrap_usable
+from builder.verify.sandbox.process import SandboxedProcess
 
 needs_bwrap = pytest.mark.skipif(not bwrap_usable(), reason="bubblewrap not usable here")
 SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]

@@ -16,11 +16,11 @@ import torch
 from builder import config
 from builder.tasks import draw_inputs, load_task_module
 from builder.tasks.suite import describe_task_file
-from builder.verify import timing
-from builder.verify.checks import FunctionalBinding
-from builder.verify.referee import HalfBlock, choose_timed_samples
-from builder.verify.window_judge import accounting_reason
-from builder.verify.window_protocol import FifoLink, LinkClosed, digest
+from builder.verify.child import timing
+from builder.verify.child.checks import FunctionalBinding
+from builder.verify.judge.referee import HalfBlock, choose_timed_samples
+from builder.verify.judge.window import accounting_reason
+from builder.verify.protocol.window import FifoLink, LinkClosed, digest
 from tests.builder.verify.refereed import run_window
 
 TASK = Path(__file__).resolve().parents[2] / "fixtures" / "tasks" / "level1" / "1_scale_shift.py"
@@ -81,12 +81,11 @@ def test_accounting_compares_the_candidates_unaccounted_time_with_eagers():
 
 
 def test_a_revealed_output_must_be_the_one_committed_by_its_digest(module):
-    from builder.verify import timing_window
-
+    from builder.verify.child import window as timing_window
     def reveals_another(link, sets, reveal_dir):
         """Serves honestly, but reveals a changed output (as if it finished the work after the half-block)."""
         original_serve = timing_window.serve_window
-        import builder.verify.tensor_files as tensor_files
+        import builder.verify.protocol.tensor_files as tensor_files
 
         write = tensor_files.write
 
@@ -148,8 +147,8 @@ def test_timed_samples_are_secret_and_spread_over_the_window():
 
 def test_the_reference_of_a_sampled_call_is_its_models_output_on_inputs_drawn_from_its_seed(module):
     from builder.tasks import instantiate
-    from builder.verify.reference import compute_reference
-    from builder.verify.timing import timing_seeds
+    from builder.verify.child.reference import compute_reference
+    from builder.verify.child.timing import timing_seeds
 
     job = dict(JOB, backend="cpu", trials=1, timed_samples=[[3, 1, 4242]])
     bundle = compute_reference(module, job)
@@ -158,7 +157,7 @@ def test_the_reference_of_a_sampled_call_is_its_models_output_on_inputs_drawn_fr
         expected = model(*draw_inputs(module, 4242, "cpu"))
     assert torch.equal(bundle.outputs["timed3"], expected)
     assert bundle.manifest["timed_samples"] == [[3, 1, 4242]]
-    from builder.verify.reference import public_manifest
+    from builder.verify.child.reference import public_manifest
 
     assert "timed_samples" not in public_manifest(bundle.manifest)  # the candidate's child never learns them
 

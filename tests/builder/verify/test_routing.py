@@ -1,4 +1,4 @@
-"""Which engine gets which pair (builder/verify/routing.py): pairs handed out by task, in the input's order,
+"""Which engine gets which pair (builder/verify/engine/routing.py): pairs handed out by task, in the input's order,
 no engine running away from the others, the last pairs to the least loaded."""
 
 from __future__ import annotations
@@ -6,9 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from builder import config
-from builder.verify import routing
-
-
+from builder.verify.engine import routing
 class FakeTask:
     def __init__(self, task_id: str) -> None:
         self.id = task_id

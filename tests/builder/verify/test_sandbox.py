@@ -17,8 +17,8 @@ import psutil
 import pytest
 
 from builder import config
-from builder.verify import bubblewrap, sandbox
-from builder.verify.sandbox import run_sandboxed
+from builder.verify.sandbox import bubblewrap, process as sandbox
+from builder.verify.sandbox.process import run_sandboxed
 
 ISOLATIONS = [
     "process",
@@ -294,7 +294,7 @@ def test_a_child_started_without_bwrap_dies_with_the_process_that_started_it(tmp
     # bwrap sandbox does (--die-with-parent), instead of burning a core for its CPU-time limit.
     builder = (
         "import sys, os\n"
-        "from builder.verify.sandbox import SandboxedProcess\n"
+        "from builder.verify.sandbox.process import SandboxedProcess\n"
         "child = SandboxedProcess([sys.executable, '-c', 'while True: pass'], sys.argv[1], gpu=False,\n"
         "                         isolation='process')\n"
         "print(child.pid, flush=True)\n"

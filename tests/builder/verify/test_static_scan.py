@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from builder.verify.static_scan import scan, scan_notes, strip_comments_and_strings
+from builder.verify.judge.static_scan import scan, scan_notes, strip_comments_and_strings
 
 KERNEL = """
 #include <torch/extension.h>

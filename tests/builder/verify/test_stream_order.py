@@ -10,8 +10,8 @@ import pytest
 from torch.autograd import DeviceType
 
 from builder import config
-from builder.verify import side_stream, stream_order
-from builder.verify.stream_order import DeviceWork
+from builder.verify.child import side_stream, stream_order
+from builder.verify.child.stream_order import DeviceWork
 
 CALLING, SIDE = 7, 13
 SPIN = DeviceWork("spin_kernel", CALLING, 0.0, 10_000.0)  # 10 ms
@@ -106,7 +106,7 @@ def test_the_order_half_speaks_first_and_a_profiler_failure_is_not_the_candidate
 def test_a_fault_that_breaks_the_device_is_the_candidates_failure(monkeypatch):
     import torch
 
-    from builder.verify.checks import CandidateFailure
+    from builder.verify.child.checks import CandidateFailure
 
     def faults(bound, pristine):
         raise RuntimeError("CUDA error: an illegal memory access was encountered")

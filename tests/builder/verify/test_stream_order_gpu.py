@@ -12,8 +12,7 @@ import torch
 
 from builder.tasks import instantiate, load_task_module
 from builder.tasks.suite import describe_task_file
-from builder.verify import checks, stream_order
-
+from builder.verify.child import checks, stream_order
 pytestmark = pytest.mark.gpu
 
 TASKS = Path(__file__).resolve().parents[2] / "fixtures" / "tasks" / "level1"

@@ -11,8 +11,8 @@ import torch
 
 from builder.tasks import load_task_module
 from builder.tasks.suite import describe_task_file
-from builder.verify import timing
-from builder.verify.checks import FunctionalBinding
+from builder.verify.child import timing
+from builder.verify.child.checks import FunctionalBinding
 from tests.builder.verify.refereed import run_window, time_candidate
 
 TASK = Path(__file__).resolve().parents[2] / "fixtures" / "tasks" / "level1" / "1_scale_shift.py"
@@ -94,8 +94,9 @@ def test_result_cache_fails_while_timing(module):
 
 
 def judge_timing_outputs(module, timed: dict) -> str | None:
-    from builder.verify import judge, tensor_files
-    from builder.verify.reference import compute_reference
+    from builder.verify.judge import outputs as judge
+    from builder.verify.protocol import tensor_files
+    from builder.verify.child.reference import compute_reference
 
     job = dict(JOB, backend="cpu", trials=1)
     reference = tensor_files.unpack(*tensor_files.pack(compute_reference(module, job).outputs))
@@ -112,8 +113,8 @@ def test_an_honest_candidates_timed_outputs_pass_the_judge(module):
 
 def clean_references(module, samples):
     """The clean reference child's outputs for JOB with these timed samples, as the parent reads them."""
-    from builder.verify import tensor_files
-    from builder.verify.reference import compute_reference
+    from builder.verify.protocol import tensor_files
+    from builder.verify.child.reference import compute_reference
 
     job = dict(JOB, backend="cpu", trials=1, timed_samples=samples)
     return tensor_files.unpack(*tensor_files.pack(compute_reference(module, job).outputs))

@@ -14,8 +14,9 @@ from builder import config
 from builder.candidates import Candidate
 from builder.generate.bundled import scan_corpus
 from builder.tasks import load_suite
-from builder.verify import baseline_cache, op_census, work_queues
-from builder.verify.engine import Verifier, verify
+from builder.verify.engine import baseline_cache, work_queues
+from builder.verify.child import op_census
+from builder.verify.engine.verifier import Verifier, verify
 from builder.verify.options import VerifyOptions
 from schemas import validate
 
@@ -168,7 +169,7 @@ def test_a_kernel_whose_census_left_its_stream_is_evaluated_again_with_the_drive
     as_if_on_cuda, options, caplog
 ):
     task = load_suite().get("1/1")
-    caplog.set_level(logging.INFO, logger="builder.verify.engine")
+    caplog.set_level(logging.INFO, logger="builder.verify.engine.verifier")
     stays = verify(fake({"op_census": {"streams": 1, "other_streams": 0}}, name="stays"), task, options)
     assert stays.status == "correct" and stays.device_connections == 2
     assert "evaluated again" not in caplog.text
@@ -180,7 +181,7 @@ def test_a_kernel_whose_census_left_its_stream_is_evaluated_again_with_the_drive
 
 def test_a_source_that_makes_streams_skips_the_pre_started_child_and_the_second_run(as_if_on_cuda, options, caplog):
     task = load_suite().get("1/1")
-    caplog.set_level(logging.INFO, logger="builder.verify.engine")
+    caplog.set_level(logging.INFO, logger="builder.verify.engine.verifier")
     making = fake({"op_census": {"streams": 2, "other_streams": 1}}, "side = torch.cuda.Stream()\n", "making")
     plain = fake({}, name="plain")
     records = {

@@ -1,0 +1,214 @@
+"""Did loading or running the candidate change what the task's reference computes? (untrusted child side)
+
+A fingerprint is taken before the candidate loads and compared after its calls:
+
+- the operator dispatcher: each existing aten/prims operator's registrations (kernel and source location per dispatch
+  key), so a C++ `TORCH_LIBRARY_IMPL(aten, CPU, m)` that replaces `aten::mm` shows; operators the candidate
+  adds in a namespace of its own are new, not changes;
+- the Python surface: every function, builtin and class bound in `torch` and its loaded submodules, the
+  methods of those classes, and the task module's own functions (object identity, and the code object of
+  Python functions), so `torch.matmul = fake` or `module_fn.__code__ = ...` shows;
+- global state that changes results: default dtype, TF32 and reduced-precision switches, cuDNN and
+  determinism switches, torch-function/dispatch mode stacks, autocast, global nn.Module hooks.
+
+This runs inside the process it checks, so native code could hide from it; the clean reference and the
+judge's probe comparison (`judge.tamper_reason`) do not depend on it. Any difference is `tampers_reference`.
+
+`VerifierGuard` does the same for the verifier's own code in this process (its child-side modules, the clocks, the
+result channel): any change is `tampers_verifier`, reported through a file the parent reads itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import os
+import sys
+import types
+import warnings
+from typing import Any
+
+Fingerprint = dict[str, Any]
+# The operators a task's reference runs on. Others (collectives, DTensor) gain registrations when torch's
+# compiler stack loads lazily, which is no tampering.
+WATCHED_NAMESPACES = ("aten::", "prims::")
+
+
+def _dispatcher() -> dict[str, str]:
+    import torch
+
+    table = {}
+    for name in torch._C._dispatch_get_all_op_names():
+        if not name.startswith(WATCHED_NAMESPACES):
+            continue
+        table[name] = hashlib.blake2b(torch._C._dispatch_dump(name).encode(), digest_size=12).hexdigest()
+    return table
+
+
+def _identity(value: Any) -> tuple[int, ...] | None:
+    """Ids of a callable worth watching, its code object and its default arguments (a task's `forward` takes its
+    `fn=module_fn` from them); None for data and modules."""
+    if isinstance(value, types.ModuleType) or not callable(value):
+        return None
+    code = getattr(value, "__code__", None)
+    defaults = getattr(value, "__defaults__", None)
+    defaults = defaults if isinstance(defaults, tuple) else ()  # a class's __defaults__ is a descriptor
+    return (id(value), id(code) if code is not None else 0, *(id(item) for item in defaults))
+
+
+def _python_surface(task_module: Any) -> dict[str, tuple[int, ...]]:
+    surface: dict[str, tuple[int, ...]] = {}
+    modules = [(n, m) for n, m in list(sys.modules.items()) if (n == "torch" or n.startswith("torch.")) and m]
+    if task_module is not None:
+        modules.append(("<task>", task_module))
+    classes: dict[int, type] = {}
+    for module_name, module in modules:
+        for attribute, value in list(vars(module).items()):
+            identity = _identity(value)
+            if identity is None:
+                continue
+            surface[f"{module_name}.{attribute}"] = identity
+            owner = str(getattr(value, "__module__", "") or "")
+            if inspect.isclass(value) and (module_name == "<task>" or owner.startswith("torch")):
+                classes[id(value)] = value
+    for cls in classes.values():
+        for attribute, value in list(vars(cls).items()):
+            identity = _identity(value)
+            if identity is not None:
+                surface[f"{cls.__module__}.{cls.__qualname__}.{attribute}"] = identity
+    return surface
+
+
+def _global_state() -> dict[str, Any]:
+    import torch
+    from torch.nn.modules import module as nn_module
+
+    state: dict[str, Any] = {
+        "default_dtype": str(torch.get_default_dtype()),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
+        "cudnn.enabled": torch.backends.cudnn.enabled,
+        "cudnn.deterministic": torch.backends.cudnn.deterministic,
+        "cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cuda.matmul.fp16_reduced": torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+        "cuda.matmul.bf16_reduced": torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+        "torch_function_modes": torch._C._len_torch_function_stack(),
+        "torch_dispatch_modes": torch._C._len_torch_dispatch_stack(),
+        "autocast_cpu": torch.is_autocast_enabled("cpu"),
+        "autocast_cuda": torch.is_autocast_enabled("cuda"),
+    }
+    for name in dir(nn_module):
+        if name.startswith("_global_") and isinstance(getattr(nn_module, name), dict):
+            state[f"nn.Module.{name}"] = len(getattr(nn_module, name))
+    return state
+
+
+def prime() -> None:
+    """Import what the checks load lazily (the profiler imports torch._dynamo, which rebinds torch.manual_seed),
+    so that a fingerprint taken afterwards sees only what the candidate changes."""
+    import torch._dynamo  # noqa: F401
+    import torch.profiler  # noqa: F401
+
+
+def fingerprint(task_module: Any = None) -> Fingerprint:
+    prime()
+    with warnings.catch_warnings():  # reading deprecated torch attributes warns
+        warnings.simplefilter("ignore")
+        return {"dispatcher": _dispatcher(), "python": _python_surface(task_module), "state": _global_state()}
+
+
+def changes(before: Fingerprint, after: Fingerprint, limit: int = 4) -> list[str]:
+    """What differs between two fingerprints: one line naming the kind and the first names, or nothing.
+    Only names present in both count: a lazily imported torch submodule or a new operator is no change."""
+    found: list[str] = []
+    for kind, label in (("state", "global torch settings changed"), ("dispatcher", "operator registrations changed"),
+                        ("python", "torch functions rebound")):  # fmt: skip
+        old, new = before.get(kind, {}), after.get(kind, {})
+        changed = sorted(name for name in old.keys() & new.keys() if old[name] != new[name])
+        if changed:
+            found.append(f"{label}: {', '.join(changed[:limit])}" + (" ..." if len(changed) > limit else ""))
+    return found
+
+
+# --- the verifier's own code in the candidate's process -------------------------------------------------------------
+# The child-side modules the verdict's claims come from, imported before the candidate loads so that none of them
+# can be imported first, already changed, by the candidate.
+CHILD_SIDE_MODULES = ("builder.config", "builder.tasks.loading", "builder.verify.child.checks", "builder.verify.child.main",
+                      "builder.verify.child.words", "builder.verify.protocol.compare", "builder.verify.child.op_census",
+                      "builder.verify.child.poison", "builder.verify.child.reference", "builder.verify.child.side_stream",
+                      "builder.verify.child.tamper", "builder.verify.protocol.tensor_files", "builder.verify.child.timing",
+                      "builder.verify.child.window", "builder.verify.protocol.window", "schemas")  # fmt: skip
+# The clocks the timers read and the calls that carry results out of the process.
+WATCHED_CALLS = (("time", ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns",
+                           "process_time", "thread_time", "sleep")),
+                 ("json", ("dumps", "dump", "loads")), ("os", ("replace", "rename", "write", "open", "close", "_exit")),
+                 ("builtins", ("open", "print")), ("safetensors.torch", ("save_file", "save", "load_file")))  # fmt: skip
+_os_open, _os_write, _os_close = os.open, os.write, os.close  # taken at import, before any candidate code
+
+
+def verifier_fingerprint() -> Fingerprint:
+    """Identity of every function and class (and their methods) in the verifier's modules loaded here, of the clocks
+    and of the result channel's calls."""
+    import importlib
+
+    for name in CHILD_SIDE_MODULES:
+        importlib.import_module(name)
+    surface: Fingerprint = {}
+    for module_name, module in list(sys.modules.items()):
+        spec_name = getattr(getattr(module, "__spec__", None), "name", None) or ""
+        if module_name == "__main__" and spec_name.startswith("builder."):
+            module_name = f"__main__:{spec_name}"  # `python -m builder.verify.child.main` runs as __main__
+        elif module is None or not (module_name.startswith("builder.") or module_name == "schemas"):
+            continue
+        for attribute, value in list(vars(module).items()):
+            identity = _identity(value)
+            if identity is None:
+                continue
+            surface[f"{module_name}.{attribute}"] = identity
+            if inspect.isclass(value) and getattr(value, "__module__", None) == module_name:
+                for name, member in list(vars(value).items()):
+                    if (member_identity := _identity(member)) is not None:
+                        surface[f"{module_name}.{attribute}.{name}"] = member_identity
+    for module_name, names in WATCHED_CALLS:
+        module = sys.modules.get(module_name) or importlib.import_module(module_name)
+        for name in names:
+            surface[f"{module_name}.{name}"] = _identity(getattr(module, name, None)) or (0,)
+    return surface
+
+
+def verifier_changes(before: Fingerprint, after: Fingerprint, limit: int = 4) -> list[str]:
+    """The verifier's names bound to something else since `before` (a module that loaded later is no change)."""
+    changed = sorted(name for name in before.keys() & after.keys() if before[name] != after[name])
+    return changed[:limit] + (["..."] if len(changed) > limit else [])
+
+
+class VerifierGuard:
+    """Compares the verifier's fingerprint with the one taken before the candidate loaded: always at the fixed
+    moments the child names, and between steps of the checks and of the timing window at random ones. The first
+    change found is written at once to the job's `tampered_path` with calls taken before any candidate code ran,
+    so a rebound result writer cannot drop it; the parent reads that file itself (`tampers_verifier`)."""
+
+    def __init__(self, job: dict[str, Any]) -> None:
+        import secrets
+
+        self.path = job.get("tampered_path")
+        self.before = verifier_fingerprint()
+        self.found: str | None = None
+        self._random = secrets.SystemRandom()
+
+    def check(self, moment: str) -> str | None:
+        if self.found is None and (changed := verifier_changes(self.before, verifier_fingerprint())):
+            self.found = f"{moment}: {', '.join(changed)}"
+            if self.path:
+                data = self.found.encode()[:4000]
+                fd = _os_open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                try:
+                    _os_write(fd, data)
+                finally:
+                    _os_close(fd)
+        return self.found
+
+    def maybe_check(self, moment: str) -> None:
+        if self._random.random() < 0.5:
+            self.check(moment)
