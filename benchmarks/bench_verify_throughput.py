@@ -57,9 +57,14 @@ from builder.candidates import Candidate  # noqa: E402
 from builder.tasks import load_suite  # noqa: E402
 from builder.verify import batching, bytecode_cache, environment, milestones, work_queues  # noqa: E402
 from builder.verify.compile.extension import CompileResult, build_extension  # noqa: E402
-from builder.verify.engine.device_gate import device_gate, keep_timing_cores, move_this_process  # noqa: E402
+from builder.verify.engine.children import build_job, child_env, run_child  # noqa: E402
+from builder.verify.engine.device_gate import (
+    device_gate,
+    keep_timing_cores,  # noqa: E402
+)
 from builder.verify.engine.verifier import Verifier, VerifyOptions  # noqa: E402
-from builder.verify.sandbox.pool import EvalPool, build_job, child_env, run_child  # noqa: E402
+from builder.verify.sandbox.cores import move_this_process  # noqa: E402
+from builder.verify.sandbox.pool import EvalPool
 from builder.verify.sandbox.process import resolve_isolation  # noqa: E402
 from schemas import record_to_dict  # noqa: E402
 

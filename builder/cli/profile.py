@@ -21,7 +21,9 @@ def collect_profiles(candidate, task, backend: str) -> dict[str, Any]:
     from builder.profile import clang_tidy_field, profiles_from_record_fields
 
     try:
-        from builder.verify.engine.verifier import VerifyOptions, compile_candidate, evaluate_compiled
+        from builder.verify.engine.one_kernel import compile_candidate
+        from builder.verify.engine.verifier import evaluate_compiled
+        from builder.verify.options import VerifyOptions
     except ImportError as exc:  # the engine is not installed in this checkout
         reason = f"verification engine unavailable ({exc}); nothing was run"
         tidy = clang_tidy_field(candidate.source, candidate.language)

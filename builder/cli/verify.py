@@ -50,10 +50,10 @@ def verify(
     builder's own machinery failed: no verdict)."""
     from builder import config
     from builder.redaction import known_secrets, redact_record
-    from builder.verify.sandbox import process as sandbox
-    from builder.verify.engine.verifier import VerifyOptions
-    from builder.verify.engine.verifier import verify as run_verify
     from builder.verify.engine.preflight import preflight
+    from builder.verify.engine.verifier import verify as run_verify
+    from builder.verify.options import VerifyOptions
+    from builder.verify.sandbox import process as sandbox
     from schemas import record_to_dict
 
     for name, value in (("--timeout", timeout), ("--compile-timeout", compile_timeout), ("--trials", trials)):

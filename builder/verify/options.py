@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from builder import config
-from builder.verify.sandbox.pool import CHILD_MODULE
+from builder.verify.protocol.entry_points import CHILD_MODULE
 
 
 @dataclass

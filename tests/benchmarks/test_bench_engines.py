@@ -71,7 +71,9 @@ def test_the_phase_log_counts_the_pairs_handed_back_at_the_end():
     for engine, count in ((0, 5), (1, 4)):
         phase_log.emit(logging.makeLogRecord({"name": "builder.verify.engine.device_engines", "args": (engine, count),
                                               "msg": "engine %d handed back %d pairs"}))  # fmt: skip
-    phase_log.emit(logging.makeLogRecord({"name": "builder.verify.engine.verifier", "msg": "kernel handed back 3 times"}))
+    phase_log.emit(
+        logging.makeLogRecord({"name": "builder.verify.engine.verifier", "msg": "kernel handed back 3 times"})
+    )
     assert phase_log.handed_back == [5, 4]
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from builder.verify.child.checks import exception_text
+from builder.verify.child.failures import exception_text
+from builder.verify.child.timing import TimingMismatch, build_input_sets, measure
 from builder.verify.protocol.compare import snapshot, sync
-from builder.verify.child.timing import TimingMismatch, build_input_sets, job_counts, measure, timing_seeds
+from builder.verify.protocol.plan import job_counts, timing_seeds
 
 
 def _sets(task_module: Any, job: dict[str, Any], device: str, wrap) -> list[Any]:

@@ -20,37 +20,27 @@ Python fakes in tests, never for candidate code.
 from __future__ import annotations
 
 import copy
-import hashlib
-import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from builder import config
 from builder.tasks import instantiate
 from builder.verify.child import op_census
-from builder.verify.protocol.compare import changed_positions, compare_outputs, flatten_outputs, snapshot, sync
-from builder.verify.child.poison import holds_poison, poison_free_memory
-from builder.verify.child.reference import (
-    ReferenceFailure,
-    named_state,
-    perturbation,
-    perturbation_targets,
-    run_reference,
-)
+from builder.verify.child.failures import CandidateFailure, exception_text
+from builder.verify.child.poison import poison_free_memory
+from builder.verify.child.precision import named_state
+from builder.verify.child.reference import ReferenceFailure, perturbation, perturbation_targets, run_reference
 from builder.verify.child.timing import plain_output_reason
-
-MESSAGE_CHARS = 2000  # one exception message kept in a result (the parent bounds the whole error again)
-
-
-class CandidateFailure(Exception):
-    """The candidate raised (or a CUDA error surfaced right after it ran)."""
-
-
-def exception_text(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip()
-    return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 6] + " [...]"
+from builder.verify.protocol.compare import (
+    changed_positions,
+    compare_outputs,
+    flatten_outputs,
+    holds_poison,
+    snapshot,
+    sync,
+)
+from builder.verify.protocol.plan import trial_seeds
 
 
 @dataclass
@@ -107,18 +97,6 @@ class ModelNewBinding(CandidateBinding):
 
     def result_fields(self) -> dict[str, Any]:
         return {"reference_state_loaded": len(self.adopted)}
-
-
-def trial_seeds(job: dict[str, Any]) -> list[int]:
-    """The job's seeds, extended by hashing when more trials than seeds are asked for."""
-    seeds = [int(s) for s in job.get("seeds") or []]
-    if not seeds:  # the parent always sends secret seeds; never fall back to a fixed one
-        seeds = [secrets.randbits(config.SEED_BITS)]
-    trials = max(int(job.get("trials") or config.DEFAULT_TRIALS), len(seeds), 1)
-    while len(seeds) < trials:
-        digest = hashlib.sha256(f"{seeds[0]}:{len(seeds)}".encode()).digest()
-        seeds.append(int.from_bytes(digest[:8], "big") >> 1)
-    return seeds
 
 
 def run_candidate(bound: BoundCandidate, inputs: list[Any], device: str, output_bytes: list[int]) -> Any:
@@ -376,27 +354,3 @@ def _first_trial_extras(binding: CandidateBinding, task_module: Any, job: dict, 
         if reason:
             run.flag("side_stream", reason)
         run.side_stream_probe = (bound, pristine)
-
-
-def evaluate(forward: Any, task_module: Any, job: dict[str, Any]) -> dict[str, Any]:
-    """Both sides in this process, the clean reference first: for trusted fakes (tests), never candidate code.
-
-    Returns the result fields (status, flags, error, diffs, ...) that the child and the judge give together.
-    """
-    from builder.verify.judge import outputs as judge
-    from builder.verify.child import tamper
-    from builder.verify.protocol import tensor_files
-    from builder.verify.child.reference import compute_reference
-
-    bundle = compute_reference(task_module, job)
-    if bundle.manifest.get("error"):
-        return {"status": "runtime_error", "flags": [], "error": bundle.manifest["error"], "error_origin": "task",
-                "trials": 0}  # fmt: skip
-    before = tamper.fingerprint(task_module)
-    run = run_candidate_side(forward, task_module, job, bundle.public_manifest())
-    run.time_side_stream()
-    if changed := tamper.changes(before, tamper.fingerprint(task_module)):
-        run.flag("tampers_reference", "; ".join(changed))
-    outputs = tensor_files.unpack(*tensor_files.pack(run.outputs))
-    reference = tensor_files.unpack(*tensor_files.pack(bundle.outputs))
-    return judge.judge_checks(run.result(), outputs, reference, bundle.manifest, float(job["atol"]), float(job["rtol"]))

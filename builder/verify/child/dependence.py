@@ -28,7 +28,7 @@ def dependent_bytes(model: Any, inputs: list[Any], targets: list[tuple[str, Any]
     """Bytes of each target (`reference.perturbation_targets`' order) that the output depends on."""
     import torch
 
-    from builder.verify.child.reference import named_state
+    from builder.verify.child.precision import named_state
 
     tensors = [inputs[key] if kind == "input" else named_state(model)[key] for kind, key in targets]
     whole = [t.numel() * t.element_size() for t in tensors]
@@ -63,7 +63,7 @@ def _moves(model: Any, inputs: list[Any], target: tuple[str, Any], unreached: An
     up and the columns a slice drops move it neither way."""
     import torch
 
-    from builder.verify.child.reference import full_precision, named_state
+    from builder.verify.child.precision import full_precision, named_state
 
     kind, key = target
     for direction in (1.0, -1.0):
@@ -86,7 +86,7 @@ def _reached(model: Any, inputs: list[Any], targets: list[tuple[str, Any]], flip
     (None: a buffer left out)."""
     import torch
 
-    from builder.verify.child.reference import full_precision, named_state
+    from builder.verify.child.precision import full_precision, named_state
 
     copy_of = copy.deepcopy(model)
     state = named_state(copy_of)

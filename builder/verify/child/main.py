@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from builder.verify.child import words as child_words
+
 CANDIDATE_MODULE_NAME = "ka_candidate_model_new"
 _GUARD: list[Any] = [None]  # the evaluation's VerifierGuard, for the last check before the result is written
 
@@ -85,8 +86,8 @@ def _failure(status: str, error: str, origin: str) -> dict[str, Any]:
 
 def run_reference_job(job: dict[str, Any]) -> dict[str, Any]:
     """The clean reference child: loads the task and nothing else, writes every reference output."""
-    from builder.verify.protocol import tensor_files
     from builder.verify.child.reference import compute_reference
+    from builder.verify.protocol import tensor_files
 
     task_module = _load_task(job)
     child_words.await_turn(job, "go_path")  # the device is shared with checks, never with a timing window
@@ -148,10 +149,11 @@ def run_evaluate(job: dict[str, Any]) -> dict[str, Any]:
 
 def _evaluate(job: dict[str, Any], phases: _Phases) -> dict[str, Any]:
     from builder.verify.child import tamper
-    from builder.verify.protocol import tensor_files
-    from builder.verify.child.checks import exception_text, run_candidate_side
+    from builder.verify.child.checks import run_candidate_side
+    from builder.verify.child.failures import exception_text
     from builder.verify.child.timing import prepare_timing
     from builder.verify.child.window import bytes_tensor, serve_refereed_window
+    from builder.verify.protocol import tensor_files
     from schemas import disqualifying_flags
 
     manifest = job.get("reference")
@@ -262,8 +264,8 @@ def run_ncu(job: dict[str, Any]) -> dict[str, Any]:
 
     from builder import config
     from builder.tasks import instantiate
-    from builder.verify.child.checks import trial_seeds
     from builder.verify.protocol.compare import sync
+    from builder.verify.protocol.plan import trial_seeds
 
     task_module = _load_task(job)
     # Ready before the candidate's library loads and before any device work: until its turn this process runs no
@@ -287,7 +289,7 @@ def run_ncu(job: dict[str, Any]) -> dict[str, Any]:
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     """Dispatch on job["mode"]; never raises (an unexpected error becomes a runtime_error result)."""
-    from builder.verify.child.checks import exception_text
+    from builder.verify.child.failures import exception_text
 
     started = time.perf_counter()
     mode = job.get("mode", "evaluate")

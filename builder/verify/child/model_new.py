@@ -91,7 +91,7 @@ class FullPrecisionCall:
         self.module = module
 
     def __call__(self, *inputs: Any) -> Any:
-        from builder.verify.child.reference import full_precision
+        from builder.verify.child.precision import full_precision
 
         with full_precision():
             return self.module(*inputs)

@@ -56,17 +56,6 @@ def _nan_buffer(nbytes: int, device: str):
 _SAME_WIDTH_INT = {2: "int16", 4: "int32", 8: "int64"}
 
 
-def holds_poison(tensor):
-    """Boolean mask of the elements whose bytes are exactly the poison (all 0xFF), or None for dtypes
-    the poison cannot be told apart in (integers, complex, fp8)."""
-    import torch
-
-    if not tensor.is_floating_point() or tensor.element_size() not in _SAME_WIDTH_INT:
-        return None
-    bits = tensor.detach().view(getattr(torch, _SAME_WIDTH_INT[tensor.element_size()]))
-    return bits == -1  # all-ones in two's complement
-
-
 def poison_cuda(output_bytes: list[int]) -> int:
     """Allocate, NaN-fill and release GPU memory; returns the bytes poisoned."""
     import torch

@@ -23,17 +23,17 @@ manifest also gives the bytes of each perturbation target that the output depend
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import hashlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from builder import config
 from builder.tasks import draw_inputs, instantiate
-from builder.verify.protocol.compare import compare_outputs, flatten_outputs, output_nbytes, same_bits, snapshot, sync
 from builder.verify.child.dependence import dependent_bytes
+from builder.verify.child.precision import full_precision, named_state
+from builder.verify.protocol.compare import compare_outputs, flatten_outputs, output_nbytes, same_bits, snapshot, sync
+from builder.verify.protocol.plan import public_manifest
 
 
 class ReferenceFailure(Exception):
@@ -50,38 +50,8 @@ def probe_seed(seeds: list[int]) -> int:
     return derived_seed(seeds[0], "probe")
 
 
-# (object, attribute) switches that let cuDNN and cuBLAS compute below the task's dtype: TF32 for float32
-# convolutions (on by default for cuDNN) and matmuls, reduced-precision reductions for fp16/bf16 matmuls.
-def _precision_switches() -> list[tuple[Any, str]]:
-    import torch
-
-    matmul = torch.backends.cuda.matmul
-    return [(torch.backends.cudnn, "allow_tf32"), (matmul, "allow_tf32"),
-            (matmul, "allow_fp16_reduced_precision_reduction"), (matmul, "allow_bf16_reduced_precision_reduction")]  # fmt: skip
-
-
-@contextlib.contextmanager
-def full_precision() -> Iterator[None]:
-    """The reference computed at its dtype's full precision, whatever PyTorch's defaults are.
-
-    With cuDNN's default TF32, a float32 convolution's reference is itself off by ~1e-3 at a few of 10^7
-    elements: an exact float32 kernel then fails atol=rtol=1e-3 on those elements for some seeds and not for
-    others, and its verdict is not reproducible. The switches are put back afterwards (the tampering
-    fingerprint reads them), and eager is still timed with PyTorch's defaults, as users run it.
-    """
-    switches = _precision_switches()
-    saved = [getattr(owner, name) for owner, name in switches]
-    try:
-        for owner, name in switches:
-            setattr(owner, name, False)
-        yield
-    finally:
-        for (owner, name), value in zip(switches, saved, strict=True):
-            setattr(owner, name, value)
-
-
 def run_reference(model: Any, inputs: list[Any], device: str) -> Any:
-    from builder.verify.child.checks import exception_text
+    from builder.verify.child.failures import exception_text
 
     try:
         with full_precision():
@@ -90,12 +60,6 @@ def run_reference(model: Any, inputs: list[Any], device: str) -> Any:
     except Exception as exc:  # noqa: BLE001 - task code
         raise ReferenceFailure(f"reference failed: {exception_text(exc)}") from None
     return out
-
-
-def named_state(model: Any) -> dict[str, Any]:
-    state = dict(model.named_parameters())
-    state.update(dict(model.named_buffers()))
-    return state
 
 
 def perturbation_targets(model: Any, inputs: list[Any]) -> list[tuple[str, Any]]:
@@ -151,14 +115,6 @@ def degenerate_reason(reference: Any, atol: float, rtol: float) -> str | None:
     return None
 
 
-# What a candidate's child is told of the clean reference: sizes, shapes, responsive targets and seeds; no values.
-PUBLIC_MANIFEST_KEYS = ("output_bytes", "output_shapes", "responsive_targets", "probe_seed", "timing_sets", "error")
-
-
-def public_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
-    return {key: manifest.get(key) for key in PUBLIC_MANIFEST_KEYS}
-
-
 @dataclass
 class ReferenceBundle:
     """Reference outputs by name (see the module docstring) and the manifest describing them."""
@@ -174,8 +130,7 @@ def compute_reference(task_module: Any, job: dict[str, Any]) -> ReferenceBundle:
     """Every reference output a candidate of this task and seed set is judged against."""
     import torch
 
-    from builder.verify.child.checks import trial_seeds
-    from builder.verify.child.timing import timing_seeds
+    from builder.verify.protocol.plan import timing_seeds, trial_seeds
 
     device = "cuda" if job.get("backend") == "cuda" else "cpu"
     atol, rtol = float(job["atol"]), float(job["rtol"])

@@ -26,7 +26,7 @@ def _order_reason(bound: Any, pristine: list[Any]) -> str | None:
     CandidateFailure where the candidate raised or left the device unusable."""
     import torch
 
-    from builder.verify.child.checks import CandidateFailure, exception_text
+    from builder.verify.child.failures import CandidateFailure, exception_text
     from builder.verify.child.stream_order import unordered_reason
 
     try:

@@ -191,7 +191,7 @@ def snapshot_inputs(pristine: list[Any]) -> list[Any]:
 
 def _call(bound: Any, inputs: list[Any]) -> Any:
     """One call of the candidate; its exception is its failure."""
-    from builder.verify.child.checks import CandidateFailure, exception_text
+    from builder.verify.child.failures import CandidateFailure, exception_text
 
     try:
         return bound.call(*inputs)

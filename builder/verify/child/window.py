@@ -23,8 +23,8 @@ def serve_window(link: Any, sets: TimingSets, reveal_dir: str | Path, between: A
     {"failed"} message naming the kind of failure. `between` runs after each answer (the verifier's guard)."""
     import torch
 
+    from builder.verify.child.failures import exception_text
     from builder.verify.protocol import tensor_files
-    from builder.verify.child.checks import exception_text
 
     with torch.no_grad():
         while True:

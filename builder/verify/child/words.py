@@ -5,12 +5,12 @@ its result (written whole, then renamed), `ready`, and the words of the device h
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import time
 from pathlib import Path
 from typing import Any
+
+from builder.verify.protocol.words import write_result
 
 _parent = os.getppid()  # the process whose words this child waits for (`note_parent` in a forked child)
 
@@ -19,25 +19,6 @@ def note_parent() -> None:
     """Take the current parent as the one whose words this process waits for (a zygote's fork calls it)."""
     global _parent
     _parent = os.getppid()
-
-
-def _finite(value: Any) -> Any:
-    """JSON without NaN/Infinity: non-finite numbers become null (the parent parses strict JSON)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
-def write_result(path: str | Path, result: dict[str, Any]) -> None:
-    """Write the result next to its final name, then rename: the parent never reads half a file."""
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(_finite(result), default=str, allow_nan=False))
-    os.replace(temporary, path)
 
 
 def await_word(path: str) -> str:
@@ -74,14 +55,14 @@ class YieldPoint:
         self.waited_s = 0.0
 
     def __call__(self) -> None:
-        from builder.verify.engine.device_gate import yield_words
+        from builder.verify.protocol.words import yield_words
 
         if self.pause is None:
             return
         asked, paused, resume = yield_words(self.pause, self.round)
         if not asked.exists():
             return
-        from builder.verify.child.checks import CandidateFailure, exception_text
+        from builder.verify.child.failures import CandidateFailure, exception_text
         from builder.verify.protocol.compare import sync
 
         began = time.perf_counter()

@@ -31,8 +31,9 @@ from typing import Any
 
 from builder import config
 from builder.verify import environment
-from builder.verify.engine.infrastructure import compile_suspect, suspect_text
+from builder.verify.protocol.entry_points import BUILD_MODULE
 from builder.verify.sandbox.process import run_sandboxed
+from builder.verify.sandbox.suspects import compile_suspect, suspect_text
 
 SUFFIX_BY_LANGUAGE = {"cuda": ".cu", "cpp": ".cpp"}
 RESULT_FILE = "result.json"
@@ -233,7 +234,7 @@ def build_extension(
         scratch = Path(tempfile.mkdtemp(prefix=config.SCRATCH_PREFIXES["compile"]))
         try:
             outcome = run_sandboxed(
-                [sys.executable, "-m", "builder.verify.child.build", str(job_path)],
+                [sys.executable, "-m", BUILD_MODULE, str(job_path)],
                 scratch,
                 timeout_s,
                 extra_binds=[build_dir],

@@ -24,13 +24,14 @@ from typing import TYPE_CHECKING, Any
 from builder import config
 from builder.tasks import Task
 from builder.verify import environment, milestones
-from builder.verify.judge import verdict
 from builder.verify.engine import work_queues
-from builder.verify.sandbox.pool import build_job, read_result, run_in_turn
+from builder.verify.engine.children import build_job, run_in_turn
+from builder.verify.judge import verdict
+from builder.verify.protocol.words import read_result
 from builder.verify.sandbox.process import SandboxCancelled
 
 if TYPE_CHECKING:
-    from builder.verify.engine.verifier import VerifyOptions
+    from builder.verify.options import VerifyOptions
 
 log = logging.getLogger(__name__)
 

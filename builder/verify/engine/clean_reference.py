@@ -27,16 +27,15 @@ import psutil
 from builder import config
 from builder.tasks import Task
 from builder.verify import environment, milestones
-from builder.verify.protocol import tensor_files
-from builder.verify.engine.infrastructure import suspect_text
-from builder.verify.sandbox.pool import build_job, run_in_turn
+from builder.verify.engine.children import build_job, run_in_turn
 from builder.verify.judge.referee import choose_timed_samples
-from builder.verify.child.reference import public_manifest
+from builder.verify.protocol import tensor_files
+from builder.verify.protocol.plan import job_counts, public_manifest, timing_seeds
 from builder.verify.sandbox.process import SandboxCancelled
-from builder.verify.child.timing import job_counts, timing_seeds
+from builder.verify.sandbox.suspects import suspect_text
 
 if TYPE_CHECKING:
-    from builder.verify.engine.verifier import VerifyOptions
+    from builder.verify.options import VerifyOptions
 
 log = logging.getLogger(__name__)
 

@@ -40,15 +40,15 @@ from typing import TYPE_CHECKING, Any
 from builder import config
 from builder.verify import environment, milestones
 from builder.verify.engine import hand_back
-from builder.verify.engine.engine_process import MODULE
 from builder.verify.engine.infrastructure import InfrastructureFailure
 from builder.verify.engine.routing import Router, balanced
+from builder.verify.protocol.entry_points import ENGINE_PROCESS_MODULE
 
 if TYPE_CHECKING:
     from builder.candidates import Candidate
     from builder.tasks import Task
     from builder.verify.engine.clean_reference import SharedReference
-    from builder.verify.engine.verifier import VerifyOptions
+    from builder.verify.options import VerifyOptions
     from schemas import KernelRecord
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ class _Engine:
             env["CUDA_VISIBLE_DEVICES"] = share["device"]
         # A session of its own: a terminal's Ctrl-C reaches the builder alone, which stops its engines itself
         # (an engine that died first would turn its pending pairs into crash records while the build stops).
-        self.process = subprocess.Popen([sys.executable, "-m", MODULE, str(theirs.fileno())], env=env,
+        self.process = subprocess.Popen([sys.executable, "-m", ENGINE_PROCESS_MODULE, str(theirs.fileno())], env=env,
                                         pass_fds=[theirs.fileno()], cwd=str(config.REPO_ROOT),
                                         start_new_session=True)  # fmt: skip
         theirs.close()
@@ -360,7 +360,7 @@ def builder_log_levels() -> dict[str, int]:
 
 def replay_log(fields: dict[str, Any], process_name: str) -> None:
     """An engine's log record, handled by this process's logger of the same name."""
-    logger = logging.getLogger(str(fields.get("name", MODULE)))
+    logger = logging.getLogger(str(fields.get("name", ENGINE_PROCESS_MODULE)))
     level = int(fields.get("levelno", logging.INFO))
     if logger.isEnabledFor(level):
         logger.handle(logging.makeLogRecord(dict(fields, processName=process_name)))

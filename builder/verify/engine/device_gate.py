@@ -27,13 +27,14 @@ The gate is per builder process: two builds on one machine do not see each other
 
 from __future__ import annotations
 
-import os
-import secrets
 import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
+
+from builder.verify.protocol.words import write_word
+from builder.verify.sandbox import cores
 
 if TYPE_CHECKING:
     from builder.verify.sandbox.process import SandboxedProcess
@@ -322,29 +323,8 @@ def _together(members: list[Pausable], action: str) -> None:
                 getattr(member, action)()
 
 
-def write_word(path: Path, word: str) -> None:
-    """Put the parent's word where a child waits for it. The directory is the child's to write: a name it could
-    have prepared (a link to one of the parent's files) is never opened, so the word goes to an unguessable new
-    file first (O_EXCL, O_NOFOLLOW) and is renamed over `path` (a rename replaces a link, never follows it)."""
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(word)
-    os.replace(temporary, path)
-
-
-def yield_words(pause_path: Path, round_: int) -> tuple[Path, Path, Path]:
-    """Round `round_` of a checking child's yield: the parent's `pause.N`, the child's `paused.N`, the parent's
-    `resume.N` (files next to `pause_path`, in the child's scratch)."""
-    return (pause_path.with_name(f"{pause_path.name}.{round_}"), pause_path.with_name(f"paused.{round_}"),
-            pause_path.with_name(f"resume.{round_}"))  # fmt: skip
-
-
 _gates: dict[tuple[str, int], DeviceGate] = {}
 _gates_lock = threading.Lock()
-_timing_cores: dict[int, set[int]] = {}  # device index -> cores kept for its timing windows
-_work_cores: set[int] | None = None  # every other core: where sandboxed children start
-_own_cores: set[int] | None = None  # this process's cores before any were kept
 
 
 def device_gate(backend: str, device_index: int = 0) -> DeviceGate:
@@ -353,48 +333,15 @@ def device_gate(backend: str, device_index: int = 0) -> DeviceGate:
     with _gates_lock:
         gate = _gates.setdefault(key, DeviceGate())
         if backend == "cuda":
-            gate.timing_cores = _timing_cores.get(device_index)
+            gate.timing_cores = cores.timing_cores(device_index)
         return gate
 
 
 def keep_timing_cores(devices: int, per_device: int, available: set[int] | None = None) -> dict[int, set[int]]:
-    """Keep `per_device` cores per GPU for its timing windows: sandboxed children start on the other cores, and a
-    process that owns a GPU moves onto that GPU's cores. Host-side launch overhead is part of what a window
-    measures (most of it for sub-millisecond eager baselines), so compiles and other children's start-up must
-    not share its cores. Nothing is kept when too few cores would be left for the rest (half of them), or when
-    `devices` or `per_device` is 0: the process's threads go back to the cores they had, and a later keep reads
-    the process's cores afresh (a caller may have given it others meanwhile)."""
-    global _work_cores, _own_cores
+    """`cores.keep_timing_cores`, and every CUDA gate of this process told which cores its windows run on."""
+    kept = cores.keep_timing_cores(devices, per_device, available)
     with _gates_lock:
-        if _own_cores is None:
-            _own_cores = set(os.sched_getaffinity(0))
-        cores = sorted(available if available is not None else _own_cores)
-        _timing_cores.clear()
-        _work_cores = None
-        if per_device <= 0 or devices <= 0 or devices * per_device > len(cores) // 2:
-            move_this_process(_own_cores)
-            _own_cores = None
-            return {}
-        for device in range(devices):
-            _timing_cores[device] = set(cores[len(cores) - (device + 1) * per_device :][:per_device])
-        kept = set().union(*_timing_cores.values())
-        _work_cores = {core for core in cores if core not in kept}
         for (backend, index), gate in _gates.items():
             if backend == "cuda":
-                gate.timing_cores = _timing_cores.get(index)
-        move_this_process(_work_cores)  # the parent's own judging and polling stay off the kept cores too
-        return {device: set(cores) for device, cores in _timing_cores.items()}
-
-
-def move_this_process(cores: set[int]) -> None:
-    """Every thread of this process onto `cores` (threads started later inherit their creator's mask)."""
-    for task in os.listdir("/proc/self/task"):
-        try:
-            os.sched_setaffinity(int(task), cores)
-        except OSError:
-            continue
-
-
-def work_cores() -> set[int] | None:
-    """Where a sandboxed child starts (None: anywhere)."""
-    return _work_cores
+                gate.timing_cores = kept.get(index)
+    return kept

@@ -26,8 +26,6 @@ if TYPE_CHECKING:
     from builder.tasks import Task
     from builder.verify.engine.verifier import Verifier
 
-MODULE = "builder.verify.engine.engine_process"
-
 
 class _ForwardLogs(logging.Handler):
     """In an engine: its `builder.*` records, sent to the builder's process (what it needs to show them)."""
@@ -48,6 +46,7 @@ class _ForwardLogs(logging.Handler):
 
 def _import_torch() -> None:
     from builder.verify import milestones
+
     try:
         import torch  # noqa: F401
     except ImportError:  # said where it is needed
@@ -79,6 +78,7 @@ def _engine_main(connection: Connection) -> int:
     if kind != "start":
         return 2
     from builder.verify import environment, milestones
+
     milestones.mark("start_received")
 
     environment.adopt(facts)
@@ -145,8 +145,8 @@ def _engine_main(connection: Connection) -> int:
         except (EOFError, OSError, pickle.UnpicklingError):
             answers.put(None)  # the builder has gone (mid-message, perhaps): the input ends, and the engine with it
 
-    from builder.verify.engine.verifier import Verifier
     from builder.verify.engine.hand_back import WINDOW_END
+    from builder.verify.engine.verifier import Verifier
 
     verifier = Verifier(options)
     milestones.mark("verifier_ready")
@@ -203,7 +203,7 @@ def _exit_with_parent(parent: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1 or not args[0].isdigit():
-        print(f"usage: python -m {MODULE} FD (started by the verify engine)", file=sys.stderr)
+        print(f"usage: python -m {__name__} FD (started by the verify engine)", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()

@@ -26,19 +26,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from builder import config
-from builder.verify.judge import outputs as judge
-from builder.verify.protocol import tensor_files
+from builder.verify.engine.children import run_child
 from builder.verify.engine.clean_reference import CleanReference
-from builder.verify.engine.device_gate import DeviceGate, device_gate, write_word, yield_words
-from builder.verify.sandbox.pool import PooledChild, run_child
+from builder.verify.engine.device_gate import DeviceGate, device_gate
+from builder.verify.judge import outputs as judge
 from builder.verify.judge.referee import Referee, WindowReport
-from builder.verify.sandbox.process import ChildOutcome, SandboxedProcess
 from builder.verify.judge.window import WindowVerdict, judge_window
+from builder.verify.protocol import tensor_files
 from builder.verify.protocol.window import FifoLink
+from builder.verify.protocol.words import write_word, yield_words
+from builder.verify.sandbox.pool import PooledChild
+from builder.verify.sandbox.process import ChildOutcome, SandboxedProcess
 from schemas import disqualifying_flags
 
 if TYPE_CHECKING:
-    from builder.verify.engine.verifier import VerifyOptions
+    from builder.verify.options import VerifyOptions
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ would store records that say otherwise. A pass is remembered per environment (`f
 checkout, builder version, torch, toolchain, isolation, device), so a later run costs nothing.
 
 `confirm` runs it again, freshly compiled, when a candidate's failure looks like the machinery's
-(`infrastructure.py`): where the control fails too, the machinery is at fault; where it passes, the candidate is.
+(`infrastructure.machinery_fails`, given `confirm` by the engine): where the control fails too, the machinery is at fault; where it passes, the candidate is.
 """
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ from builder.candidates import Candidate
 from builder.errors import InfrastructureError
 from builder.tasks import Task, resolve_task
 from builder.verify import environment
-from builder.verify.sandbox.bubblewrap import hidden_paths, resolve_isolation
+from builder.verify.engine.clean_reference import ReferenceCache
+from builder.verify.engine.one_kernel import compile_candidate, start_evaluation
 from builder.verify.options import VerifyOptions
+from builder.verify.sandbox.bubblewrap import hidden_paths, resolve_isolation
 
 _checks: dict[tuple[str, int], tuple[float, str | None]] = {}  # (backend, device): (when the last began, its answer)
 _checks_lock = threading.Lock()
@@ -45,9 +47,6 @@ def control_pair(backend: str) -> tuple[Candidate, Task]:
 def run_control(options: VerifyOptions, fresh: bool) -> str | None:
     """None where the control kernel comes out correct with these options, else why not (one line). `fresh`:
     compiled anew in a build cache of its own (the compiler is part of what is checked), else from the usual one."""
-    from builder.verify.engine.clean_reference import ReferenceCache
-    from builder.verify.engine.verifier import compile_candidate, start_evaluation
-
     candidate, task = control_pair(options.backend)
     scratch = Path(tempfile.mkdtemp(prefix="ka-control-")) if fresh else None
     # The control's own failures are what is asked about: never confirmed against itself.

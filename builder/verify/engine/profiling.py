@@ -15,11 +15,11 @@ from builder.candidates import Candidate
 from builder.tasks import Task
 from builder.verify import environment
 from builder.verify.compile.extension import CompileResult
-from builder.verify.sandbox.pool import build_job, run_in_turn
+from builder.verify.engine.children import build_job, run_in_turn
 from schemas import KernelRecord
 
 if TYPE_CHECKING:
-    from builder.verify.engine.verifier import VerifyOptions
+    from builder.verify.options import VerifyOptions
 
 
 def attach_profiles(

@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from builder import config
-from builder.verify.judge.static_scan import strip_comments_and_strings
+from builder.verify.judge.source_text import strip_comments_and_strings
 
 if TYPE_CHECKING:
     from builder.candidates import Candidate

@@ -38,6 +38,7 @@ from typing import Any
 
 from builder import config
 from builder.verify.judge import aten_names, static_scan
+
 log = logging.getLogger(__name__)
 
 _FORTRAN = re.compile(config.LIBRARY_FORTRAN_NAME)

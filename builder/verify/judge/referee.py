@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from builder import config
-from builder.verify.child.timing import calls_per_block, job_counts, relative_spread, spin_ms_for
+from builder.verify.protocol.plan import calls_per_block, job_counts, relative_spread, spin_ms_for
 from builder.verify.protocol.window import LinkClosed
 
 
@@ -178,6 +178,7 @@ class Referee:
     def _reveal(self, half: HalfBlock) -> None:
         """The sampled calls of a half-block that has ended: the child writes their outputs, committed by digest."""
         from builder.verify.protocol import tensor_files
+
         wanted = [m for m, _, _ in half.calls if m in self.samples]
         if not wanted:
             return

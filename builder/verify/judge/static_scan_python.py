@@ -17,7 +17,7 @@ import builtins
 
 from builder import config, pyast
 from builder.verify.judge import aten_names
-from builder.verify.judge.static_scan import code_of, library_calls
+from builder.verify.judge.source_text import code_of, library_calls
 
 _PY_SIDE_EFFECT_MODULES = {
     "subprocess", "socket", "threading", "multiprocessing", "concurrent", "asyncio", "shutil", "urllib",

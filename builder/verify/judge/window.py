@@ -19,7 +19,7 @@ from typing import Any
 
 from builder import config
 from builder.verify.judge.referee import HalfBlock, WindowReport
-from builder.verify.child.timing import block_rule, describe_method, runtime_stats
+from builder.verify.protocol.plan import block_rule, describe_method, runtime_stats
 
 
 @dataclass

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from builder import config
-from builder.verify.child.poison import holds_poison
 
 
 @dataclass
@@ -245,3 +244,14 @@ def sync(device: str) -> None:
         import torch
 
         torch.cuda.synchronize()
+
+
+def holds_poison(tensor):
+    """Boolean mask of the elements whose bytes are exactly the poison (all 0xFF), or None for dtypes
+    the poison cannot be told apart in (integers, complex, fp8)."""
+    import torch
+
+    if not tensor.is_floating_point() or tensor.element_size() not in _SAME_WIDTH_INT:
+        return None
+    bits = tensor.detach().view(getattr(torch, _SAME_WIDTH_INT[tensor.element_size()]))
+    return bits == -1  # all-ones in two's complement

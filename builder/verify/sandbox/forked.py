@@ -30,18 +30,18 @@ from pathlib import Path
 from typing import Any
 
 from builder import config
-from builder.verify.sandbox import bytecode_cache
 from builder.verify import milestones
-from builder.verify.engine.device_gate import work_cores
-from builder.verify.sandbox.process_tree import namespace_member, sweep_marked
+from builder.verify.protocol.entry_points import ZYGOTE_MODULE
+from builder.verify.sandbox import bytecode_cache
+from builder.verify.sandbox.cores import work_cores
 from builder.verify.sandbox.process import SandboxedProcess, file_tail, sandbox_env
+from builder.verify.sandbox.process_tree import namespace_member, sweep_marked
 from builder.verify.sandbox.zygote import MESSAGE_BYTES
 
 log = logging.getLogger(__name__)
 
 # Holds the sandbox's namespaces until the parent kills it; says "up" once bwrap has built the sandbox around it.
 SANDBOX_HOLDER = ("sh", "-c", "echo up && exec sleep infinity")
-ZYGOTE_MODULE = "builder.verify.sandbox.zygote"
 
 
 class ForkFailed(Exception):

@@ -32,7 +32,7 @@ import psutil
 from builder import config
 from builder.verify.sandbox import bytecode_cache
 from builder.verify.sandbox.bubblewrap import bwrap_args, resolve_isolation
-from builder.verify.engine.device_gate import work_cores
+from builder.verify.sandbox.cores import work_cores
 from builder.verify.sandbox.process_tree import MARKER_ENV, child_namespace, marked, signal_runs, sweep_marked
 
 

@@ -18,6 +18,7 @@ from builder import config
 from builder.errors import ExitCode
 from builder.pipeline.store import Store
 from builder.verify.sandbox import bubblewrap
+
 TASK = "^1/19$"  # relu: three bundled CPU candidates
 FAKE_BWRAP = """#!/bin/sh
 for last; do :; done

@@ -126,7 +126,8 @@ def test_engine_ncu_duration_vs_verifier_median():
         pytest.skip("ncu not on PATH")
     from builder.candidates import Candidate
     from builder.tasks import resolve_task
-    from builder.verify.engine.verifier import VerifyOptions, verify
+    from builder.verify.engine.verifier import verify
+    from builder.verify.options import VerifyOptions
 
     source = REPO / "data" / "candidates" / "cuda" / "level1" / "1_square_matmul" / "smem_tiled.cu"
     if not source.is_file():

@@ -9,8 +9,8 @@ import threading
 from typing import Any
 
 from builder.verify.child import timing
-from builder.verify.judge.referee import Referee
 from builder.verify.child.window import serve_window
+from builder.verify.judge.referee import Referee
 from builder.verify.judge.window import judge_window
 from builder.verify.protocol.window import QueueLink
 

@@ -83,7 +83,8 @@ import json, sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from builder.cli.candidate_args import resolve_candidate
-from builder.verify.engine.verifier import VerifyOptions, compile_candidate
+from builder.verify.options import VerifyOptions
+from builder.verify.engine.one_kernel import compile_candidate
 
 def build(job):
     suite = Path(job["suite"]) if job["suite"] else None
@@ -301,6 +302,7 @@ def test_cuda_fixtures_record_the_work_queues_they_ran_with(cuda_stream_outcomes
     from builder import config
     from builder.candidates import Candidate
     from builder.verify.engine import work_queues
+
     for name, outcome in cuda_stream_outcomes.items():
         record = outcome["record"]
         source = (CANDIDATES / name).read_text()

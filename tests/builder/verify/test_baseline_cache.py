@@ -11,7 +11,7 @@ import pytest
 
 from builder.tasks import load_suite
 from builder.verify.engine.baseline_cache import BaselineCache
-from builder.verify.engine.verifier import VerifyOptions
+from builder.verify.options import VerifyOptions
 
 
 @pytest.fixture

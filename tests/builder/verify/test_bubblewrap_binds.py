@@ -15,6 +15,7 @@ import pytest
 
 from builder import config
 from builder.verify.sandbox import bubblewrap
+
 needs_bwrap = pytest.mark.skipif(not bubblewrap.bwrap_usable(), reason="bubblewrap not usable here")
 
 # Run by the /tmp venv's interpreter with the /tmp checkout first on sys.path: one sandboxed child that imports the

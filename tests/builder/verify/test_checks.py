@@ -16,6 +16,8 @@ import torch
 from builder.tasks import instantiate, load_task_module
 from builder.tasks.suite import describe_task_file
 from builder.verify.child import checks, reference
+from tests.builder.verify import in_process
+
 TASKS = Path(__file__).resolve().parents[2] / "fixtures" / "tasks" / "level1"
 SEEDS = [9_141_592_653, 2_718_281_828, 1_618_033_988]
 
@@ -45,7 +47,7 @@ def honest(x, weight, bias):
 
 
 def evaluate(forward, module, **overrides):
-    return checks.evaluate(forward, module, job(**overrides))
+    return in_process.evaluate(forward, module, job(**overrides))
 
 
 def test_honest_forward_is_correct_without_flags(scale_shift):
@@ -412,6 +414,7 @@ def test_the_reference_is_computed_without_tf32_or_reduced_precision_and_the_def
 
 def test_tamper_fingerprint_sees_no_change_from_the_checks_own_work(scale_shift):
     from builder.verify.child import tamper
+
     before = tamper.fingerprint(scale_shift)
     assert evaluate(honest, scale_shift)["status"] == "correct"
     assert tamper.changes(before, tamper.fingerprint(scale_shift)) == []
@@ -421,6 +424,7 @@ def test_the_side_stream_clock_check_waits_for_its_turn_and_runs_once(monkeypatc
     """The clock half of the side-stream check is kept for the moment the device is the candidate's alone (the
     child calls time_side_stream after the timing grant); it flags what it finds, then lets go of the probe."""
     from builder.verify.child import side_stream
+
     calls = []
 
     def fake_reason(bound, pristine):

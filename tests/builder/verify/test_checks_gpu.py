@@ -15,8 +15,10 @@ import torch
 
 from builder.tasks import load_task_module
 from builder.tasks.suite import describe_task_file
-from builder.verify.child import checks, op_census
+from builder.verify.child import op_census
 from builder.verify.engine import work_queues
+from tests.builder.verify import in_process
+
 pytestmark = pytest.mark.gpu
 
 REPO = Path(__file__).resolve().parents[3]
@@ -35,7 +37,7 @@ def test_first_row_only_sees_the_poison(scale_shift):
         out[0] = x[0] * weight + bias
         return out
 
-    result = checks.evaluate(first_row_only, scale_shift, JOB)
+    result = in_process.evaluate(first_row_only, scale_shift, JOB)
     assert result["status"] == "incorrect"
     assert "uninitialized_output" in result["flags"]
 
@@ -51,7 +53,7 @@ def test_unjoined_side_stream_is_flagged(scale_shift):
             torch.addcmul(bias, x, weight, out=out)
         return out
 
-    result = checks.evaluate(on_side_stream, scale_shift, JOB)
+    result = in_process.evaluate(on_side_stream, scale_shift, JOB)
     assert "side_stream" in result["flags"], result
     assert result["status"] == "incorrect"
 
@@ -67,7 +69,7 @@ def test_joined_side_stream_is_not_a_fault(scale_shift):
         torch.cuda.current_stream().wait_stream(side)
         return out
 
-    result = checks.evaluate(joins_its_stream, scale_shift, JOB)
+    result = in_process.evaluate(joins_its_stream, scale_shift, JOB)
     assert "side_stream" not in result["flags"], result
     assert result["status"] == "correct"
     assert work_queues.spanned_streams(result), result["op_census"]  # its work left the calling stream
@@ -75,7 +77,7 @@ def test_joined_side_stream_is_not_a_fault(scale_shift):
 
 def test_library_kernels_are_counted_as_torch_ops():
     matmul = load_task_module(describe_task_file(TASKS / "2_small_matmul.py"))
-    result = checks.evaluate(lambda a, b: torch.matmul(a, b), matmul, dict(JOB, atol=1e-3, rtol=1e-3))
+    result = in_process.evaluate(lambda a, b: torch.matmul(a, b), matmul, dict(JOB, atol=1e-3, rtol=1e-3))
     assert result["status"] == "correct"
     assert "uses_torch_ops" in result["flags"]
     assert result["kernels_seen"] and all(k["library"] for k in result["kernels_seen"]), result["kernels_seen"]

@@ -64,7 +64,7 @@ def scale_shift_task():
 
 
 def options(**fields):
-    from builder.verify.engine.verifier import VerifyOptions
+    from builder.verify.options import VerifyOptions
 
     settings = {"backend": "cpu", "seeds": SEEDS, "trials": 2, "timed_calls": 5, "warmup_calls": 1,
                 "timing_budget_s": 5.0, "atol": 1e-4, "rtol": 1e-4, "timeout_s": CHILD_TIMEOUT_S}  # fmt: skip
@@ -88,8 +88,8 @@ def evaluate(tmp_path: Path, reference, *, library: tuple[str, str, str] | None 
     """The candidate's child run and judged as the parent does it; the judged result."""
     from builder.candidates import Candidate
     from builder.verify.compile.extension import CompileResult
+    from builder.verify.engine.children import build_job
     from builder.verify.engine.evaluation import run_judged
-    from builder.verify.sandbox.pool import build_job
 
     if python is not None:
         candidate = Candidate(task_id="1/1", source=(CANDIDATES / python).read_text(), language="python",
@@ -326,6 +326,7 @@ def test_the_checks_offer_a_yield_point_between_every_two_steps(monkeypatch):
     from builder.tasks import load_task_module
     from builder.tasks.suite import describe_task_file
     from builder.verify.child import checks, reference
+
     module = load_task_module(describe_task_file(FIXTURES / "tasks" / "level1" / "1_scale_shift.py"))
     job = {"backend": "cpu", "seeds": [11, 22, 33], "trials": 3, "atol": 1e-4, "rtol": 1e-4, "profile": False}
     manifest = reference.compute_reference(module, job).public_manifest()

@@ -15,9 +15,9 @@ import torch
 from builder import config
 from builder.tasks import load_suite
 from builder.verify.engine import clean_reference
-from builder.verify.protocol import tensor_files
 from builder.verify.engine.clean_reference import CleanReference, ReferenceCache
-from builder.verify.engine.verifier import VerifyOptions
+from builder.verify.options import VerifyOptions
+from builder.verify.protocol import tensor_files
 
 REFERENCE_BYTES = 1000
 

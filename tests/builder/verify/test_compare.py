@@ -7,6 +7,8 @@ import pytest
 import torch
 
 from builder.verify.protocol import compare
+
+
 @pytest.fixture
 def small_chunks(monkeypatch):
     monkeypatch.setattr(compare.config, "COMPARE_CHUNK_ELEMENTS", 1000)

@@ -19,8 +19,15 @@ import pytest
 
 from builder.candidates import Candidate
 from builder.verify.compile import batching
-from builder.verify.compile.extension import CompileResult, build_extension, compiler_excerpt, recall_build, remember_members
-from builder.verify.engine.verifier import VerifyOptions, compile_candidate
+from builder.verify.compile.extension import (
+    CompileResult,
+    build_extension,
+    compiler_excerpt,
+    recall_build,
+    remember_members,
+)
+from builder.verify.engine.one_kernel import compile_candidate
+from builder.verify.options import VerifyOptions
 from builder.verify.sandbox.process import SandboxCancelled, run_sandboxed
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sandbox"

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.verify.compile import batching
-
 from builder.verify import environment
+from builder.verify.compile import batching
 from builder.verify.compile.extension import build_extension
 from builder.verify.sandbox.process import run_sandboxed
 

@@ -20,10 +20,10 @@ import pytest
 
 from builder import config
 from builder.cli.candidate_args import resolve_candidate
-from builder.verify.engine import device_engines
 from builder.verify import environment
-from builder.verify.engine.verifier import Verifier, VerifyOptions
+from builder.verify.engine import device_engines
 from builder.verify.engine.infrastructure import InfrastructureFailure
+from builder.verify.engine.verifier import Verifier, VerifyOptions
 
 FIXTURES = config.REPO_ROOT / "tests" / "fixtures"
 SUITE = FIXTURES / "tasks"
@@ -61,7 +61,7 @@ def engine_processes() -> list[psutil.Process]:
     found = []
     for process in psutil.Process().children():
         try:
-            if device_engines.MODULE in " ".join(process.cmdline()):
+            if device_engines.ENGINE_PROCESS_MODULE in " ".join(process.cmdline()):
                 found.append(process)
         except psutil.Error:  # it ended (or is a zombie) as it was looked at
             continue

@@ -10,17 +10,10 @@ import time
 import psutil
 import pytest
 
+from builder.verify.engine.device_gate import DeviceGate, DeviceTurn, Exclusive, device_gate, keep_timing_cores
+from builder.verify.protocol.words import write_word
 from builder.verify.sandbox.bubblewrap import bwrap_usable
-from builder.verify.engine.device_gate import (
-    DeviceGate,
-    DeviceTurn,
-    Exclusive,
-    device_gate,
-    keep_timing_cores,
-    move_this_process,
-    work_cores,
-    write_word,
-)
+from builder.verify.sandbox.cores import move_this_process, work_cores
 from builder.verify.sandbox.process import SandboxedProcess
 
 
@@ -209,6 +202,7 @@ def test_a_stopped_child_makes_no_progress_and_its_stopped_time_is_not_its_timeo
 def test_a_window_stops_every_other_member_with_one_look_over_the_machine(tmp_path, monkeypatch, isolation):
     """Each member's escapees are looked for once a grant and once a release for all members, not once each."""
     from builder.verify.sandbox import process_tree
+
     looks = []
     real = process_tree.runs_processes
     monkeypatch.setattr(process_tree, "runs_processes", lambda runs: looks.append(len(runs)) or real(runs))

@@ -20,10 +20,11 @@ from builder import config
 from builder.candidates import Candidate
 from builder.tasks import load_suite
 from builder.verify.compile import extension as compile_module
-from builder.verify.judge import verdict
 from builder.verify.compile.extension import CompileResult
+from builder.verify.engine.children import build_job, child_env, run_child
 from builder.verify.engine.verifier import BaselineCache, Verifier, VerifyOptions, evaluate_compiled, verify
-from builder.verify.sandbox.pool import EvalPool, build_job, child_env, run_child
+from builder.verify.judge import verdict
+from builder.verify.sandbox.pool import EvalPool
 from schemas import validate
 
 FAKE_CHILD = "tests.fixtures.sandbox.fake_child"
@@ -314,6 +315,7 @@ def test_a_prestarted_child_that_died_is_replaced_by_a_fresh_one(task, options):
 def _pool_arguments(monkeypatch, position: int, keyword: str) -> list:
     """What each EvalPool the engine makes is given at `position` (or as `keyword`), in order."""
     from builder.verify.engine import verifier as engine
+
     given = []
 
     class SpiedPool(EvalPool):

@@ -13,8 +13,9 @@ from builder.candidates import Candidate
 from builder.generate.bundled import read_task_folder
 from builder.tasks import load_suite
 from builder.verify.compile.extension import CompileResult
+from builder.verify.engine.children import build_job, child_env, run_child
 from builder.verify.engine.verifier import Verifier, VerifyOptions, verify
-from builder.verify.sandbox.pool import EvalPool, build_job, child_env, run_child
+from builder.verify.sandbox.pool import EvalPool
 
 pytestmark = pytest.mark.gpu
 BUNDLED = config.CANDIDATES_DIR / "cuda" / "level1" / "1_square_matmul"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 
 from builder.verify.engine import device_engines, engine_process
+
+
 def test_the_engine_entry_point_says_how_to_use_it(capsys):
     assert engine_process.main([]) == 2
     assert "usage: python -m builder.verify.engine.engine_process FD" in capsys.readouterr().err

@@ -13,6 +13,7 @@ from packaging.version import Version
 import builder
 from builder import config
 from builder.verify import environment
+
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
 
@@ -111,8 +112,8 @@ def test_a_visible_gpus_facts_are_read_by_its_own_id(two_gpus, monkeypatch):
 
 
 def test_evaluation_children_get_the_visible_gpu_of_their_worker(two_gpus, monkeypatch):
-    from builder.verify.engine.verifier import VerifyOptions
-    from builder.verify.sandbox.pool import child_env
+    from builder.verify.engine.children import child_env
+    from builder.verify.options import VerifyOptions
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # `--gpus 1` on this box, or a scheduler's choice
     assert child_env(VerifyOptions(backend="cuda", device_index=0))["CUDA_VISIBLE_DEVICES"] == "1"

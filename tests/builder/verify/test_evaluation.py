@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from builder.tasks import load_suite
-from builder.verify.engine.clean_reference import ReferenceCache
 from builder.verify.compile.extension import CompileResult
+from builder.verify.engine.children import build_job
+from builder.verify.engine.clean_reference import ReferenceCache
 from builder.verify.engine.device_gate import device_gate
-from builder.verify.engine.verifier import Verifier, VerifyOptions
 from builder.verify.engine.evaluation import run_judged
-from builder.verify.sandbox.pool import build_job
+from builder.verify.engine.verifier import Verifier, VerifyOptions
 from tests.builder.verify.test_engine import FAKE_CHILD, candidate, fake_children
 
 
@@ -146,6 +146,7 @@ def test_a_crashing_neighbour_changes_no_verdict(task, options):
 @pytest.mark.parametrize("directive", [{}, {"wrong_output": True}])
 def test_the_outputs_of_the_checks_are_compared_once_per_candidate(task, options, monkeypatch, directive):
     from builder.verify.engine import evaluation
+
     reference = ReferenceCache().get(task, options)
     calls = []
     real = evaluation.judge.find_checks
@@ -160,6 +161,7 @@ def test_a_watcher_looks_at_its_childs_files_less_often_while_nothing_changes(ta
     child's state stands still the looks back off (to `JUDGE_POLL_MAX_S`)."""
     from builder import config
     from builder.verify.engine import evaluation
+
     reference = ReferenceCache().get(task, options)
     looks = []
     real = evaluation.tensor_files.is_complete

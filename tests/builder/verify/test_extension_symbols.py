@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.verify.judge import extension_symbols, static_scan
 from builder.verify.compile.extension import CompileResult, build_extension
+from builder.verify.judge import extension_symbols, static_scan
 
 REPO = Path(__file__).resolve().parents[3]
 FIXTURES = REPO / "tests" / "fixtures" / "candidates"

@@ -12,8 +12,8 @@ from builder import config
 from builder.candidates import Candidate
 from builder.tasks import load_task_module
 from builder.tasks.suite import describe_task_file
-from builder.verify.judge import floor, verdict
 from builder.verify.child.reference import compute_reference
+from builder.verify.judge import floor, verdict
 
 TASKS = Path(__file__).resolve().parents[2] / "fixtures" / "tasks" / "level1"
 H100_SXM = 2.0 * 2619e6 * 5120 / 8  # bytes/s: 3.35 TB/s

@@ -17,7 +17,8 @@ import psutil
 import pytest
 
 from builder import config
-from builder.verify.sandbox import bubblewrap, forked, process as sandbox, zygote
+from builder.verify.sandbox import bubblewrap, forked, zygote
+from builder.verify.sandbox import process as sandbox
 from builder.verify.sandbox.forked import ForkedProcess
 from builder.verify.sandbox.pool import EvalPool
 from builder.verify.sandbox.process import SandboxedProcess

@@ -18,13 +18,15 @@ from builder import config
 from builder.candidates import Candidate
 from builder.errors import ExitCode, InfrastructureError
 from builder.tasks import load_suite
-from builder.verify.engine import clean_reference, infrastructure, preflight
-from builder.verify.compile import extension as compile
 from builder.verify import environment
+from builder.verify.compile import extension as compile
 from builder.verify.compile.extension import CompileResult, build_extension, recall_build
-from builder.verify.engine.verifier import VerifyOptions, evaluate_compiled, verify
-from builder.verify.engine.infrastructure import InfrastructureFailure, child_suspect, compile_suspect, suspect_text
+from builder.verify.engine import clean_reference, infrastructure, preflight
+from builder.verify.engine.infrastructure import InfrastructureFailure
+from builder.verify.engine.verifier import evaluate_compiled, verify
+from builder.verify.options import VerifyOptions
 from builder.verify.sandbox.process import ChildOutcome
+from builder.verify.sandbox.suspects import child_suspect, compile_suspect, suspect_text
 
 FAKE_CHILD = "tests.fixtures.sandbox.fake_child"
 BWRAP_LINE = "bwrap: execvp /tmp/ka-clone/.venv/bin/python: No such file or directory"
@@ -184,6 +186,7 @@ def test_a_compile_the_machinery_failed_is_no_record_and_one_it_did_not_is_built
     assert "the sandbox did not start" in result.reason
     control["answer"], rebuilt = None, []
     from builder.verify.engine import verifier as engine
+
     def compile_again(candidate, task, options):
         rebuilt.append(options.suspects_are_own)
         return CompileResult(ok=False, error="x.cpp:1:1: error: its own")

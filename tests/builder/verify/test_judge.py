@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from builder.verify.judge import outputs as judge
-
 from builder.verify.protocol import tensor_files
+
+
 def write(directory, **named):
     tensor_files.write_dir(directory, named)
     return tensor_files.OutputsDir(directory, 1 << 20)
@@ -75,7 +76,7 @@ def test_an_evicted_reference_keeps_its_files_while_an_evaluation_holds_it(tmp_p
 
     from builder.tasks import load_suite
     from builder.verify.engine import clean_reference
-    from builder.verify.engine.verifier import VerifyOptions
+    from builder.verify.options import VerifyOptions
 
     def fake_compute(task, options, directory, cancel=None):  # the reference child's files, without running one
         return clean_reference.CleanReference(outputs=write(directory, trial0=torch.ones(2)), manifest={"trials": 1})

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 
 from builder.verify import milestones
+
+
 def test_a_milestone_keeps_the_first_time_it_was_reached_until_cleared():
     milestones.clear()
     before = time.monotonic()

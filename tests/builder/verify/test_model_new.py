@@ -14,9 +14,10 @@ from builder.tasks import instantiate, load_task_module
 from builder.tasks.loading import construction_device
 from builder.tasks.suite import describe_task_file
 from builder.verify.child import checks
-from builder.verify.judge import verdict
 from builder.verify.child.main import load_model_new
 from builder.verify.child.model_new import adopt_reference_state
+from builder.verify.judge import verdict
+from tests.builder.verify import in_process
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 TASKS = FIXTURES / "tasks" / "level1"
@@ -115,7 +116,7 @@ def test_reference_state_is_adopted_by_name_and_shape_only():
 
 def test_parameters_made_in_another_order_are_given_the_references_values(scale_shift):
     model_class = load_model_new(str(CANDIDATES / "correct_model_new_reordered_parameters.py"))
-    result = checks.evaluate(checks.ModelNewBinding(model_class), scale_shift, job())
+    result = in_process.evaluate(checks.ModelNewBinding(model_class), scale_shift, job())
     assert result["status"] == "correct", result["error"]
     assert result["reference_state_loaded"] == 2
     assert "ignores_input" not in result["flags"] and "input_mutation" not in result["flags"]
@@ -123,7 +124,7 @@ def test_parameters_made_in_another_order_are_given_the_references_values(scale_
 
 def test_model_new_built_as_its_model_takes_nothing_from_the_reference(scale_shift):
     model_class = load_model_new(str(CANDIDATES / "correct_model_new_own_parameters.py"))
-    result = checks.evaluate(checks.ModelNewBinding(model_class), scale_shift, job())
+    result = in_process.evaluate(checks.ModelNewBinding(model_class), scale_shift, job())
     assert result["status"] == "correct", result["error"]
     assert result["reference_state_loaded"] == 0
 
@@ -154,13 +155,13 @@ class ComputesFromACopy(nn.Module):
 
 
 def test_adopted_state_leaves_the_parameter_mutation_check_whole(scale_shift):
-    result = checks.evaluate(checks.ModelNewBinding(ScalesItsWeightInForward), scale_shift, job())
+    result = in_process.evaluate(checks.ModelNewBinding(ScalesItsWeightInForward), scale_shift, job())
     assert result["status"] == "incorrect"
     assert "input_mutation" in result["flags"] and "parameter weight" in result["flag_notes"]["input_mutation"]
 
 
 def test_adopted_state_leaves_the_ignored_parameter_check_whole(scale_shift):
-    result = checks.evaluate(checks.ModelNewBinding(ComputesFromACopy), scale_shift, job())
+    result = in_process.evaluate(checks.ModelNewBinding(ComputesFromACopy), scale_shift, job())
     assert result["status"] == "incorrect"
     assert "ignores_input" in result["flags"], result
 
@@ -170,7 +171,7 @@ def test_a_failing_constructor_is_the_candidates_failure(scale_shift):
         def __init__(self, cols):
             raise ValueError("no parameters today")
 
-    result = checks.evaluate(checks.ModelNewBinding(Raises), scale_shift, job())
+    result = in_process.evaluate(checks.ModelNewBinding(Raises), scale_shift, job())
     assert result["status"] == "runtime_error" and "no parameters today" in result["error"]
 
 

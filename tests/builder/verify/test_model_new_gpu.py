@@ -14,6 +14,7 @@ from builder.tasks.suite import describe_task_file
 from builder.verify.child import checks
 from builder.verify.child.main import load_model_new
 from builder.verify.child.model_new import build_model_new
+from tests.builder.verify import in_process
 
 pytestmark = pytest.mark.gpu
 
@@ -37,7 +38,7 @@ def task_module(name: str):
 @pytest.mark.parametrize(("fixture", "task", "status", "adopted"), CASES)
 def test_model_new_with_parameters_is_judged_as_kernelbench_judges_it(fixture, task, status, adopted):
     model_class = load_model_new(str(CANDIDATES / fixture))
-    result = checks.evaluate(checks.ModelNewBinding(model_class), task_module(task), JOB)
+    result = in_process.evaluate(checks.ModelNewBinding(model_class), task_module(task), JOB)
     assert result["status"] == status, result["error"]
     assert result["reference_state_loaded"] == adopted
     if status == "incorrect":

@@ -8,6 +8,8 @@ import torch
 
 from builder import config
 from builder.verify.child import poison
+
+
 @pytest.fixture
 def driver(monkeypatch):
     """torch.cuda's free memory and torch.empty on "cuda", stood in for: records each block asked for."""

@@ -10,10 +10,12 @@ import pytest
 
 from builder import config
 from builder.tasks import load_suite
-from builder.verify.sandbox import forked, pool
+from builder.verify.engine.children import child_env
 from builder.verify.engine.clean_reference import compute_clean_reference
-from builder.verify.engine.verifier import VerifyOptions
-from builder.verify.sandbox.pool import CHILD_MODULE, EvalPool, child_env
+from builder.verify.options import VerifyOptions
+from builder.verify.protocol.entry_points import CHILD_MODULE
+from builder.verify.sandbox import forked, pool
+from builder.verify.sandbox.pool import EvalPool
 from tests.builder.verify.test_forked import needs_bwrap
 
 

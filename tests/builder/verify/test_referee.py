@@ -82,6 +82,7 @@ def test_accounting_compares_the_candidates_unaccounted_time_with_eagers():
 
 def test_a_revealed_output_must_be_the_one_committed_by_its_digest(module):
     from builder.verify.child import window as timing_window
+
     def reveals_another(link, sets, reveal_dir):
         """Serves honestly, but reveals a changed output (as if it finished the work after the half-block)."""
         original_serve = timing_window.serve_window
@@ -148,7 +149,7 @@ def test_timed_samples_are_secret_and_spread_over_the_window():
 def test_the_reference_of_a_sampled_call_is_its_models_output_on_inputs_drawn_from_its_seed(module):
     from builder.tasks import instantiate
     from builder.verify.child.reference import compute_reference
-    from builder.verify.child.timing import timing_seeds
+    from builder.verify.protocol.plan import timing_seeds
 
     job = dict(JOB, backend="cpu", trials=1, timed_samples=[[3, 1, 4242]])
     bundle = compute_reference(module, job)
@@ -157,7 +158,7 @@ def test_the_reference_of_a_sampled_call_is_its_models_output_on_inputs_drawn_fr
         expected = model(*draw_inputs(module, 4242, "cpu"))
     assert torch.equal(bundle.outputs["timed3"], expected)
     assert bundle.manifest["timed_samples"] == [[3, 1, 4242]]
-    from builder.verify.child.reference import public_manifest
+    from builder.verify.protocol.plan import public_manifest
 
     assert "timed_samples" not in public_manifest(bundle.manifest)  # the candidate's child never learns them
 

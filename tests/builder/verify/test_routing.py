@@ -7,6 +7,8 @@ from types import SimpleNamespace
 
 from builder import config
 from builder.verify.engine import routing
+
+
 class FakeTask:
     def __init__(self, task_id: str) -> None:
         self.id = task_id

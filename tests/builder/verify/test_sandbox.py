@@ -17,7 +17,8 @@ import psutil
 import pytest
 
 from builder import config
-from builder.verify.sandbox import bubblewrap, process as sandbox
+from builder.verify.sandbox import bubblewrap
+from builder.verify.sandbox import process as sandbox
 from builder.verify.sandbox.process import run_sandboxed
 
 ISOLATIONS = [

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from builder.verify.judge.static_scan import scan, scan_notes, strip_comments_and_strings
+from builder.verify.judge.source_text import strip_comments_and_strings
+from builder.verify.judge.static_scan import scan, scan_notes
 
 KERNEL = """
 #include <torch/extension.h>

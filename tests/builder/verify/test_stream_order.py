@@ -106,7 +106,7 @@ def test_the_order_half_speaks_first_and_a_profiler_failure_is_not_the_candidate
 def test_a_fault_that_breaks_the_device_is_the_candidates_failure(monkeypatch):
     import torch
 
-    from builder.verify.child.checks import CandidateFailure
+    from builder.verify.child.failures import CandidateFailure
 
     def faults(bound, pristine):
         raise RuntimeError("CUDA error: an illegal memory access was encountered")

@@ -13,6 +13,8 @@ import torch
 from builder.tasks import instantiate, load_task_module
 from builder.tasks.suite import describe_task_file
 from builder.verify.child import checks, stream_order
+from tests.builder.verify import in_process
+
 pytestmark = pytest.mark.gpu
 
 TASKS = Path(__file__).resolve().parents[2] / "fixtures" / "tasks" / "level1"
@@ -68,7 +70,7 @@ def test_work_not_ordered_within_the_call_is_found_whatever_its_duration(name, s
     bound, inputs = bound_for(ESCAPING[name], scale_shift)
     reason = stream_order.unordered_reason(bound, inputs)
     assert reason and "not ordered within the call" in reason, name
-    result = checks.evaluate(ESCAPING[name], scale_shift, JOB)
+    result = in_process.evaluate(ESCAPING[name], scale_shift, JOB)
     assert "side_stream" in result["flags"] and result["status"] == "incorrect", result
 
 
@@ -81,7 +83,7 @@ def test_the_per_thread_stream_is_found_on_a_non_default_caller_only(scale_shift
 def test_work_ordered_within_the_call_is_not_a_fault(name, scale_shift):
     bound, inputs = bound_for(ORDERED[name], scale_shift)
     assert stream_order.unordered_reason(bound, inputs) is None, name
-    result = checks.evaluate(ORDERED[name], scale_shift, JOB)
+    result = in_process.evaluate(ORDERED[name], scale_shift, JOB)
     assert "side_stream" not in result["flags"] and result["status"] == "correct", result
 
 

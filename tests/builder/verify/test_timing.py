@@ -94,9 +94,9 @@ def test_result_cache_fails_while_timing(module):
 
 
 def judge_timing_outputs(module, timed: dict) -> str | None:
+    from builder.verify.child.reference import compute_reference
     from builder.verify.judge import outputs as judge
     from builder.verify.protocol import tensor_files
-    from builder.verify.child.reference import compute_reference
 
     job = dict(JOB, backend="cpu", trials=1)
     reference = tensor_files.unpack(*tensor_files.pack(compute_reference(module, job).outputs))
@@ -113,8 +113,8 @@ def test_an_honest_candidates_timed_outputs_pass_the_judge(module):
 
 def clean_references(module, samples):
     """The clean reference child's outputs for JOB with these timed samples, as the parent reads them."""
-    from builder.verify.protocol import tensor_files
     from builder.verify.child.reference import compute_reference
+    from builder.verify.protocol import tensor_files
 
     job = dict(JOB, backend="cpu", trials=1, timed_samples=samples)
     return tensor_files.unpack(*tensor_files.pack(compute_reference(module, job).outputs))

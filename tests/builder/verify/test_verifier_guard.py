@@ -9,11 +9,10 @@ import time
 import torch
 
 from builder.verify.child import tamper
-
-from builder.verify.protocol import tensor_files
 from builder.verify.engine.baseline_cache import eager_slowed_reason
 from builder.verify.engine.clean_reference import CleanReference
 from builder.verify.engine.evaluation import weigh_claims
+from builder.verify.protocol import tensor_files
 
 
 def test_the_guard_names_a_rebound_clock_and_writes_it_where_the_parent_looks(tmp_path, monkeypatch):
@@ -27,12 +26,16 @@ def test_the_guard_names_a_rebound_clock_and_writes_it_where_the_parent_looks(tm
 
 
 def test_the_guard_names_a_rebound_check_function_and_a_result_writer(monkeypatch):
-    from builder.verify.child import checks, words as child_words
+    from builder.verify.child import checks
+    from builder.verify.child import words as child_words
+
     guard = tamper.VerifierGuard({})
     monkeypatch.setattr(checks, "changed_positions", lambda current, pristine: [])
     monkeypatch.setattr(child_words, "write_result", lambda path, result: None)
     found = guard.check("between two steps")
-    assert "builder.verify.child.checks.changed_positions" in found and "builder.verify.child.words.write_result" in found
+    assert (
+        "builder.verify.child.checks.changed_positions" in found and "builder.verify.child.words.write_result" in found
+    )
 
 
 def test_the_guard_stays_silent_while_the_verifier_runs_as_designed():

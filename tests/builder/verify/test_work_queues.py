@@ -14,8 +14,8 @@ from builder import config
 from builder.candidates import Candidate
 from builder.generate.bundled import scan_corpus
 from builder.tasks import load_suite
-from builder.verify.engine import baseline_cache, work_queues
 from builder.verify.child import op_census
+from builder.verify.engine import baseline_cache, work_queues
 from builder.verify.engine.verifier import Verifier, verify
 from builder.verify.options import VerifyOptions
 from schemas import validate
