@@ -19,15 +19,10 @@ from builder.cli.candidate_args import resolve_candidate
 def collect_profiles(candidate, task, backend: str) -> dict[str, Any]:
     """{"ncu", "torch_profile", "clang_tidy"} for one candidate, via the sandboxed verification engine."""
     from builder.profile import clang_tidy_field, profiles_from_record_fields
+    from builder.verify.engine.one_kernel import compile_candidate
+    from builder.verify.engine.verifier import evaluate_compiled
+    from builder.verify.options import VerifyOptions
 
-    try:
-        from builder.verify.engine.one_kernel import compile_candidate
-        from builder.verify.engine.verifier import evaluate_compiled
-        from builder.verify.options import VerifyOptions
-    except ImportError as exc:  # the engine is not installed in this checkout
-        reason = f"verification engine unavailable ({exc}); nothing was run"
-        tidy = clang_tidy_field(candidate.source, candidate.language)
-        return {"ncu": {"error": reason}, "torch_profile": {"error": reason}, "clang_tidy": tidy}
     options = VerifyOptions(backend=backend, profile=True)
     compiled = compile_candidate(candidate, task, options)
     record = evaluate_compiled(compiled, candidate, task, options)

@@ -4,7 +4,7 @@ Runs `torch.utils.cpp_extension.load`, which also imports the built module: any 
 candidate therefore runs here, in the sandbox, never in the builder. Writes a result JSON:
 `{"ok", "library_path", "module_name", "error", "compile_s", "cpu_s"}` (cpu_s: CPU seconds of the build).
 Before anything else it writes `{"ok": false, "provisional": true}` there: a parent that finds no file at all
-knows that the interpreter never got this far (`infrastructure.compile_suspect`). The host compiler runs through
+knows that the interpreter never got this far (`sandbox/suspects.compile_suspect`). The host compiler runs through
 `ka-cxx` (`CXX`), which says on stderr, in the build log, when a signal ended the compiler or when there is none.
 
 Job JSON: `{"name", "source_path", "build_dir", "backend", "cflags", "cuda_cflags", "result_path"}`.

@@ -84,7 +84,7 @@ def adopt_reference_state(candidate: Any, reference: Any) -> list[str]:
 
 
 class FullPrecisionCall:
-    """The ModelNew (`module`) called at its reference's numeric settings (`reference.full_precision`), which are
+    """The ModelNew (`module`) called at its reference's numeric settings (`precision.full_precision`), which are
     put back after each call."""
 
     def __init__(self, module: Any) -> None:

@@ -4,7 +4,7 @@ A build runs `python -m builder.verify.child.build` in the sandbox with only its
 writable. Builds live in `<build cache>/builds/<key>/`, keyed by sha256 of (source, flags, torch version,
 GPU arch, backend, toolchain: the interpreter, the host compiler, nvcc); a finished build (success or the
 source's compiler error) is reused. A timed-out one is not, nor one whose failure looks like the machinery's
-(`infrastructure.compile_suspect`: the sandbox or interpreter did not start, the compiler is missing or was
+(`sandbox/suspects.compile_suspect`: the sandbox or interpreter did not start, the compiler is missing or was
 killed, the disk is full): that result carries `infrastructure` and is never written to the cache.
 
 A candidate's build is found again however the candidates are batched next time (`recall_build`): its own

@@ -23,11 +23,11 @@ So:
 
 from __future__ import annotations
 
-import queue
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from builder import config
+from builder.verify.engine.channels import Channel
 
 WINDOW_END = object()  # in an engine's input: the window of builds being read ends here (more may follow)
 
@@ -48,8 +48,8 @@ def read_window(source: Iterator[Any], size: int, on_item: Callable[[Any], None]
     return window or None
 
 
-class UnstartedWork(queue.Queue):
-    """The evaluation workers' queue of built pairs, from which pairs no worker has taken can be taken back."""
+class UnstartedWork(Channel):
+    """The evaluation workers' channel of built pairs, from which pairs no worker has taken can be taken back."""
 
     def take_back(self, count: int, eligible: Callable[[Any], bool], group: Callable[[Any], Any]) -> list[Any]:
         """Remove and return up to `count` eligible items, those of the group with the most first (each task is one

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from builder import config
-from builder.verify.judge import aten_names, static_scan
+from builder.verify.judge import aten_names, source_text
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +177,7 @@ def _spelled(item: LibraryImport, identifiers: set[str]) -> bool:
 
 
 def _identifiers(source: str) -> set[str]:
-    return set(_IDENTIFIER.findall(static_scan.code_of(source)))
+    return set(_IDENTIFIER.findall(source_text.code_of(source)))
 
 
 def _shared_source(compiled: Any, language: str) -> str | None:
@@ -194,8 +194,8 @@ def _charged(imports: list[LibraryImport], compiled: Any, source: str, language:
     if shared is None:
         return imports  # no way to tell the members apart: every one carries the build's imports
     own, everyone = _identifiers(source), _identifiers(shared)
-    own_calls = bool(static_scan.library_calls(static_scan.code_of(source)))
-    others_calls = bool(static_scan.library_calls(static_scan.code_of(shared)))
+    own_calls = bool(source_text.library_calls(source_text.code_of(source)))
+    others_calls = bool(source_text.library_calls(source_text.code_of(shared)))
     charged = []
     for item in imports:
         if _spelled(item, own):

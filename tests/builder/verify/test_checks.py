@@ -16,6 +16,7 @@ import torch
 from builder.tasks import instantiate, load_task_module
 from builder.tasks.suite import describe_task_file
 from builder.verify.child import checks, reference
+from builder.verify.protocol import plan
 from tests.builder.verify import in_process
 
 TASKS = Path(__file__).resolve().parents[2] / "fixtures" / "tasks" / "level1"
@@ -295,9 +296,9 @@ def test_trials_use_the_job_seeds(scale_shift):
 
 
 def test_more_trials_than_seeds_derives_fresh_seeds():
-    seeds = checks.trial_seeds({"seeds": [5], "trials": 4})
+    seeds = plan.trial_seeds({"seeds": [5], "trials": 4})
     assert seeds[0] == 5 and len(set(seeds)) == 4
-    assert checks.trial_seeds({"seeds": [5], "trials": 4}) == seeds  # reproducible from the job
+    assert plan.trial_seeds({"seeds": [5], "trials": 4}) == seeds  # reproducible from the job
 
 
 def test_compare_follows_allclose_semantics_with_special_values():

@@ -120,6 +120,7 @@ RESERVE_SCRIPT = """
 import json, sys, torch
 from builder import config
 from builder.verify.child import poison
+from builder.verify.protocol.compare import holds_poison
 config.POISON_BYTES = 64 << 20
 torch.empty(1, device="cuda")  # the context, as a child makes it
 taken = poison.reserve_cuda(int(sys.argv[1]))
@@ -130,7 +131,7 @@ before = device_allocs()
 x, weight = torch.randn(1 << 22, device="cuda"), torch.randn(4096, device="cuda")  # a 16 MiB input, a parameter
 poison.poison_cuda([x.numel() * x.element_size()])
 out = torch.empty_like(x)  # what a candidate that writes nothing returns
-print(json.dumps({"taken": taken, "allocs": device_allocs() - before, "poisoned": bool(poison.holds_poison(out).all())}))
+print(json.dumps({"taken": taken, "allocs": device_allocs() - before, "poisoned": bool(holds_poison(out).all())}))
 """
 
 

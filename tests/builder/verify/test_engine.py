@@ -21,9 +21,12 @@ from builder.candidates import Candidate
 from builder.tasks import load_suite
 from builder.verify.compile import extension as compile_module
 from builder.verify.compile.extension import CompileResult
+from builder.verify.engine import stages
+from builder.verify.engine.baseline_cache import BaselineCache
 from builder.verify.engine.children import build_job, child_env, run_child
-from builder.verify.engine.verifier import BaselineCache, Verifier, VerifyOptions, evaluate_compiled, verify
+from builder.verify.engine.verifier import Verifier, evaluate_compiled, verify
 from builder.verify.judge import verdict
+from builder.verify.options import VerifyOptions
 from builder.verify.sandbox.pool import EvalPool
 from schemas import validate
 
@@ -232,15 +235,20 @@ def test_stream_verifies_every_pair_and_cleans_up(task, options):
     assert fake_children() == []
 
 
+PAIR_REQUEST_S = 0.5  # an engine's request for its next pair, answered by the builder's process
+
+
 def test_a_tasks_reference_and_baseline_start_at_its_first_pair_not_at_its_windows_end(task, options, monkeypatch):
     """An engine's input comes a pair a request (a window of them took 1.3-3.0 s on two H200s), and the first
-    evaluations wait for the task's clean reference: it starts as soon as the task's first pair is read."""
+    evaluations wait for the task's clean reference: it starts as soon as the task's first pair is read, before the
+    next pair comes (the input here comes at an engine's pace)."""
     other = load_suite().get("1/2")
     read, started = [], {}
     monkeypatch.setattr(BaselineCache, "prewarm", lambda self, t, *a, **k: started.setdefault(t.id, len(read)))
 
     def pairs():
         for i, pair_task in enumerate([task, task, other, task]):
+            time.sleep(PAIR_REQUEST_S)
             read.append(i)
             yield candidate(pair_task, {"status": "incorrect", "max_diff": 1.0}, f"k{i}"), pair_task
 
@@ -261,7 +269,7 @@ def test_profile_hook_fills_profile_fields_and_tolerates_failures(task, options,
     import sys
     import types
 
-    from builder.verify.engine.verifier import attach_profiles
+    from builder.verify.engine.profiling import attach_profiles
 
     cand = Candidate(task_id=task.id, source="int forward();", language="cpp", kernel_name="tidy")
     record = verify(candidate(task, {"status": "correct"}), task, options)
@@ -314,7 +322,6 @@ def test_a_prestarted_child_that_died_is_replaced_by_a_fresh_one(task, options):
 
 def _pool_arguments(monkeypatch, position: int, keyword: str) -> list:
     """What each EvalPool the engine makes is given at `position` (or as `keyword`), in order."""
-    from builder.verify.engine import verifier as engine
 
     given = []
 
@@ -323,7 +330,7 @@ def _pool_arguments(monkeypatch, position: int, keyword: str) -> list:
             given.append(args[position] if len(args) > position else kwargs.get(keyword))
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(engine, "EvalPool", SpiedPool)
+    monkeypatch.setattr(stages, "EvalPool", SpiedPool)
     return given
 
 
@@ -386,7 +393,7 @@ def test_the_next_windows_builds_start_while_the_last_window_still_builds(task, 
     spans: list[tuple[set[int], float, float]] = []
     lock = threading.Lock()
 
-    def fake_build(self, source: str, language: str, cancel=None) -> CompileResult:
+    def fake_build(self, source: str, language: str) -> CompileResult:
         members = kernel_numbers(source)
         began = time.monotonic()
         time.sleep(1.5 if 0 in members else 0.05)  # kernel 0's builds are long
@@ -394,7 +401,7 @@ def test_the_next_windows_builds_start_while_the_last_window_still_builds(task, 
             spans.append((members, began, time.monotonic()))
         return CompileResult(ok=False, error="fake.cpp: error: no compiler here")
 
-    monkeypatch.setattr(Verifier, "_build", fake_build)
+    monkeypatch.setattr(stages.CompileStage, "_build", fake_build)
     monkeypatch.setattr(config, "COMPILE_FIRST_BATCH_SIZE", 2)
     records = list(Verifier(replace(options, batch_size=2, compile_workers=2)).stream(numbered_cpp_pairs(task, 12)))
     assert sorted(r.kernel_name for r in records) == sorted(f"k{i}" for i in range(12))  # none lost, none twice
@@ -413,7 +420,7 @@ def test_a_stream_batched_otherwise_builds_none_of_the_last_streams_candidates_a
     builds: list[set[int]] = []
     lock = threading.Lock()
 
-    def fake_build(self, source: str, language: str, cancel=None) -> CompileResult:
+    def fake_build(self, source: str, language: str) -> CompileResult:
         key = compile_module.build_key(source, "cpu")  # where a real build of it would be cached
         build_dir = self.options.build_cache_dir / "builds" / key[:32]
         build_dir.mkdir(parents=True, exist_ok=True)
@@ -425,7 +432,7 @@ def test_a_stream_batched_otherwise_builds_none_of_the_last_streams_candidates_a
             builds.append(kernel_numbers(source))
         return CompileResult(ok=True, library_path=str(build_dir / "lib.so"), cache_key=key)
 
-    monkeypatch.setattr(Verifier, "_build", fake_build)
+    monkeypatch.setattr(stages.CompileStage, "_build", fake_build)
     pairs = numbered_cpp_pairs(task, 12)
     first = list(Verifier(replace(options, batch_size=4, compile_workers=2)).stream(pairs))
     assert len(first) == 12 and set().union(*builds) == set(range(12)) and max(map(len, builds)) > 1
@@ -444,12 +451,12 @@ def test_a_streams_first_builds_ramp_up_and_later_ones_share_the_workers(task, o
     builds: list[set[int]] = []
     lock = threading.Lock()
 
-    def fake_build(self, source: str, language: str, cancel=None) -> CompileResult:
+    def fake_build(self, source: str, language: str) -> CompileResult:
         with lock:
             builds.append(kernel_numbers(source))
         return CompileResult(ok=False, error="fake.cpp: error: no compiler here")
 
-    monkeypatch.setattr(Verifier, "_build", fake_build)
+    monkeypatch.setattr(stages.CompileStage, "_build", fake_build)
     monkeypatch.setattr(config, "COMPILE_FIRST_BATCH_SIZE", 2)
     records = list(Verifier(replace(options, batch_size=4, compile_workers=2)).stream(numbered_cpp_pairs(task, 20)))
     assert sorted(r.kernel_name for r in records) == sorted(f"k{i}" for i in range(20))

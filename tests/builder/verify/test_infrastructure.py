@@ -185,23 +185,25 @@ def test_a_compile_the_machinery_failed_is_no_record_and_one_it_did_not_is_built
     assert isinstance(result, InfrastructureFailure) and result.kernel_id == cand.kernel_id
     assert "the sandbox did not start" in result.reason
     control["answer"], rebuilt = None, []
-    from builder.verify.engine import verifier as engine
+    from builder.verify.engine import one_kernel
 
     def compile_again(candidate, task, options):
         rebuilt.append(options.suspects_are_own)
         return CompileResult(ok=False, error="x.cpp:1:1: error: its own")
 
-    monkeypatch.setattr(engine, "compile_candidate", compile_again)
+    monkeypatch.setattr(one_kernel, "compile_candidate", compile_again)
     record = evaluate_compiled(failed, cand, task, options)
     assert record.status == "compile_error" and record.error == "x.cpp:1:1: error: its own" and rebuilt == [True]
 
 
 def test_many_suspects_at_once_cost_one_control(options, control):
     began = preflight.time.monotonic()
-    first = infrastructure.machinery_fails("the sandbox did not start: x", options, began)
-    again = infrastructure.machinery_fails("the sandbox did not start: y", options, began)
+    first = infrastructure.machinery_fails("the sandbox did not start: x", options, began, preflight.confirm)
+    again = infrastructure.machinery_fails("the sandbox did not start: y", options, began, preflight.confirm)
     assert first and again and control["runs"] == 1
-    infrastructure.machinery_fails("the sandbox did not start: z", options, preflight.time.monotonic() + 1)
+    infrastructure.machinery_fails(
+        "the sandbox did not start: z", options, preflight.time.monotonic() + 1, preflight.confirm
+    )
     assert control["runs"] == 2
 
 

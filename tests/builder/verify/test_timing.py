@@ -13,6 +13,7 @@ from builder.tasks import load_task_module
 from builder.tasks.suite import describe_task_file
 from builder.verify.child import timing
 from builder.verify.child.checks import FunctionalBinding
+from builder.verify.protocol import plan
 from tests.builder.verify.refereed import run_window, time_candidate
 
 TASK = Path(__file__).resolve().parents[2] / "fixtures" / "tasks" / "level1" / "1_scale_shift.py"
@@ -263,8 +264,8 @@ def test_a_fast_kernels_window_keeps_its_calls(module, monkeypatch):
 
 
 def test_calls_per_block_fill_the_block_time():
-    assert timing.calls_per_block(0.1, 10) == 10 and timing.calls_per_block(5.0, 10) == 4
-    assert timing.calls_per_block(70.0, 10) == 1 and timing.calls_per_block(0.0, 10) == 10
+    assert plan.calls_per_block(0.1, 10) == 10 and plan.calls_per_block(5.0, 10) == 4
+    assert plan.calls_per_block(70.0, 10) == 1 and plan.calls_per_block(0.0, 10) == 10
 
 
 def test_budget_stops_after_the_minimum(module):
