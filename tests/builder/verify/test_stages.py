@@ -1,0 +1,111 @@
+"""The stream's stages one at a time, over real channels, with fakes where a stage would start children."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from builder.candidates import Candidate
+from builder.tasks import load_suite
+from builder.verify.engine.channels import Channel
+from builder.verify.engine.hand_back import WINDOW_END
+from builder.verify.engine.one_kernel import Evaluated
+from builder.verify.engine.stages import Built, CompileStage, FinishStage, PrepareStage
+from builder.verify.options import VerifyOptions
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    suite = load_suite()
+    return suite.get("1/1"), suite.get("1/2")
+
+
+def python_candidate(task, name: str) -> Candidate:
+    return Candidate(task_id=task.id, source=f"# {name}\nclass ModelNew: ...\n", language="python", kernel_name=name)
+
+
+def drain(channel: Channel) -> list:
+    items = []
+    while (item := channel.receive()) is not None:
+        items.append(item)
+    return items
+
+
+def test_a_channel_ends_for_every_consumer_once_every_producer_closed_it():
+    channel: Channel[int] = Channel(producers=2, consumers=2)
+    channel.send(1)
+    channel.close()
+    channel.send(2)
+    channel.close()
+    assert sorted([channel.receive(), channel.receive()]) == [1, 2]
+    assert channel.receive() is None and channel.receive() is None
+
+
+def test_a_stopped_stream_frees_a_blocked_producer_and_a_waiting_consumer():
+    stop = threading.Event()
+    full: Channel[int] = Channel(stop, maxsize=1)
+    full.send(1)
+    empty: Channel[int] = Channel(stop)
+    answers: dict[str, object] = {}
+    threads = [threading.Thread(target=lambda: answers.setdefault("sent", full.send(2))),
+               threading.Thread(target=lambda: answers.setdefault("received", empty.receive()))]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=5)
+    assert answers == {"sent": False, "received": None}
+
+
+def test_the_compile_stage_sends_each_task_once_at_its_first_pair_and_every_build(tasks):
+    first, second = tasks
+    pairs = [(python_candidate(first, "a"), first), (python_candidate(second, "b"), second), WINDOW_END,
+             (python_candidate(first, "c"), first)]  # fmt: skip
+    stop = threading.Event()
+    built: Channel[Built] = Channel(stop)
+    seen: Channel = Channel(stop)
+    failures: Channel = Channel(stop)
+    stage = CompileStage(VerifyOptions(backend="cpu", batch_size=4, compile_workers=1), iter(pairs), built, seen,
+                         failures)  # fmt: skip
+    stage.start().join(timeout=60)
+    assert [task.id for task in drain(seen)] == [first.id, second.id]
+    names = sorted(item.candidate.kernel_name for item in drain(built))
+    assert names == ["a", "b", "c"]
+    failures.close()
+    assert drain(failures) == []
+
+
+def test_the_prepare_stage_starts_references_on_cuda_only_and_baselines_always(tasks):
+    class Recording:
+        first_ended = threading.Event()
+
+        def __init__(self) -> None:
+            self.prewarmed: list[str] = []
+
+        def prewarm(self, task, *args, **kwargs) -> None:
+            self.prewarmed.append(task.id)
+
+    for backend, references_expected in (("cpu", []), ("cuda", [t.id for t in tasks])):
+        channel: Channel = Channel()
+        references, baselines = Recording(), Recording()
+        stage = PrepareStage(VerifyOptions(backend=backend), channel, references, baselines, Channel())
+        for task in tasks:
+            channel.send(task)
+        channel.close()
+        stage.start().join(timeout=10)
+        stage.close()
+        assert references.prewarmed == references_expected
+        assert baselines.prewarmed == [t.id for t in tasks]
+
+
+def test_the_finish_stage_passes_records_on_and_a_failure_ends_it(tasks):
+    evaluated: Channel[Evaluated] = Channel()
+    records: Channel = Channel()
+    record = object()
+    evaluated.send(Evaluated(record=record))  # nothing left to wait for: the record itself
+    evaluated.send(Evaluated(candidate=python_candidate(tasks[0], "x"), task=tasks[0]))  # no options: it fails
+    evaluated.close()
+    FinishStage(evaluated, records, baselines=None).start().join(timeout=10)
+    out = drain(records)
+    assert out[0] is record and isinstance(out[1], BaseException) and len(out) == 2
