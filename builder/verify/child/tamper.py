@@ -134,11 +134,23 @@ def changes(before: Fingerprint, after: Fingerprint, limit: int = 4) -> list[str
 # --- the verifier's own code in the candidate's process -------------------------------------------------------------
 # The child-side modules the verdict's claims come from, imported before the candidate loads so that none of them
 # can be imported first, already changed, by the candidate.
-CHILD_SIDE_MODULES = ("builder.config", "builder.tasks.loading", "builder.verify.child.checks", "builder.verify.child.main",
-                      "builder.verify.child.words", "builder.verify.protocol.compare", "builder.verify.child.op_census",
-                      "builder.verify.child.poison", "builder.verify.child.reference", "builder.verify.child.side_stream",
-                      "builder.verify.child.tamper", "builder.verify.protocol.tensor_files", "builder.verify.child.timing",
-                      "builder.verify.child.window", "builder.verify.protocol.window", "schemas")  # fmt: skip
+CHILD_SIDE_PACKAGES = ("builder.verify.child", "builder.verify.protocol")
+NOT_IN_AN_EVALUATION = ("builder.verify.child.build",)  # the compile child's entry point
+SHARED_MODULES = ("builder.config", "builder.tasks.loading", "schemas")
+
+
+def child_side_modules() -> list[str]:
+    """Every module of the children's side and what crosses the boundary, with the shared ones the checks read."""
+    import importlib
+    import pkgutil
+
+    names = list(SHARED_MODULES)
+    for package in CHILD_SIDE_PACKAGES:
+        path = importlib.import_module(package).__path__
+        names += [f"{package}.{info.name}" for info in pkgutil.iter_modules(path)]
+    return [name for name in names if name not in NOT_IN_AN_EVALUATION]
+
+
 # The clocks the timers read and the calls that carry results out of the process.
 WATCHED_CALLS = (("time", ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns",
                            "process_time", "thread_time", "sleep")),
@@ -152,7 +164,7 @@ def verifier_fingerprint() -> Fingerprint:
     and of the result channel's calls."""
     import importlib
 
-    for name in CHILD_SIDE_MODULES:
+    for name in child_side_modules():
         importlib.import_module(name)
     surface: Fingerprint = {}
     for module_name, module in list(sys.modules.items()):
