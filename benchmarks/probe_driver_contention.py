@@ -1,9 +1,10 @@
 """Do the driver's calls slow down when two GPUs are busy at once, rather than one?
 
 With two engine processes (one per GPU) the checks' steps that allocate on the device or start the profiler took
-1.4-1.8x their one-GPU wall on the same CPU seconds (docs/gpu-runs.md, 2026-11-26): a wait off the CPU, outside
-the run queue. This probe runs the same workers per GPU on one GPU, then on two at once, each worker in a process
-of its own (CUDA_VISIBLE_DEVICES: one GPU), timing these steps in rounds, wall and CPU seconds:
+1.4-1.8x their one-GPU wall on the same CPU seconds (two-GPU runs of bench_verify_throughput.py, 2026-11-26): a
+wait off the CPU, outside the run queue. This probe runs the same workers per GPU on one GPU, then on two at once,
+each worker in a process of its own (CUDA_VISIBLE_DEVICES: one GPU), timing these steps in rounds, wall and CPU
+seconds:
 
 - `alloc`: a fresh 256 MiB block from the driver and back (`torch.cuda.empty_cache`), as a child's first trial does;
 - `profiler`: a torch.profiler (CUPTI) session around one small matmul, as the op census does;

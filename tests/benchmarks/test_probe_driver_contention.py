@@ -1,4 +1,4 @@
-"""The driver-contention probe's parent side (its workers need a GPU: docs/gpu-runs.md)."""
+"""The driver-contention probe's parent side (its workers need a GPU: docs/benchmarks.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """GPU builds (marked `gpu`, skipped without CUDA): a small CUDA build end to end with its figures, and
-the multi-GPU path (1 vs 2 GPUs) when two are visible. Figures are printed for docs/gpu-runs.md, not
-asserted: timing belongs to benchmarks, correctness to tests."""
+the multi-GPU path (1 vs 2 GPUs) when two are visible. Figures are printed, not asserted: timing belongs to
+benchmarks (docs/benchmarks.md), correctness to tests."""
 
 from __future__ import annotations
 

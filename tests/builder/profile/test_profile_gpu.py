@@ -1,7 +1,7 @@
 """GPU checks (run on a GPU box): real ncu and CUDA torch-profiler runs.
 
-They print measured figures (profile seconds per kernel, ncu duration vs CUDA-event median) for
-docs/gpu-runs.md; the assertions only check plausibility, never speed.
+They print measured figures (profile seconds per kernel, ncu duration vs CUDA-event median; docs/benchmarks.md
+holds the current ones); the assertions only check plausibility, never speed.
 """
 
 from __future__ import annotations
