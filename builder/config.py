@@ -83,7 +83,7 @@ SIDE_STREAM_TOLERANCE = 0.5  # relative gap between event and synchronized host 
 RUN_TIMEOUT_S = 300.0
 REFERENCE_TIMEOUT_S = 600.0  # the clean reference child (verify/reference.py): once per task and seed set
 # Clean references kept (LRU) as files in the parent's private directory, bounded by bytes and free disk, not a
-# small count: a stream back to more tasks than it held recomputed one per candidate (docs/gpu-runs.md, 2026-11-26).
+# small count: a stream back to more tasks than it held recomputed one per candidate (measured 2026-11-26).
 REFERENCE_CACHE_TASKS, REFERENCE_CACHE_BYTES, REFERENCE_CACHE_MIN_FREE_BYTES = 1024, 64 << 30, 8 << 30
 REFERENCE_CACHE_MEMORY_SHARE = 0.25  # of the machine's memory, where the references' files live in memory
 REFERENCE_SHARE_PREFIX = "ka-shared-reference-"  # a reference one engine shares with another (clean_reference.py)
@@ -266,7 +266,7 @@ COMPILE_WINDOWS_IN_FLIGHT = 2
 EVAL_POOL_SIZE = 1  # pre-started evaluation processes per GPU worker, beyond the one running
 EVAL_REFILL_AFTER_FIRST_REFERENCE = True  # a taken child's replacement waits for a first reference (pool.py)
 FORK_EVALUATION_CHILDREN = True  # forked from a zygote, each into a bwrap sandbox of its own (verify/zygote.py)
-FORK_REFERENCE_CHILDREN = False  # clean references forked from it: no faster on the GPU (docs/gpu-runs.md)
+FORK_REFERENCE_CHILDREN = False  # clean references forked from it: no faster on the GPU (measured)
 ZYGOTE_START_TIMEOUT_S = 300.0  # the zygote's imports (torch, torch._dynamo) on a busy box
 FORK_TIMEOUT_S = 60.0  # a sandbox's holder is up, and a child forked into it, within this
 # A pre-started child's clock waits for this file (its start-up's end), at most this long: a timeout is the candidate's

@@ -91,7 +91,7 @@ def reserve_cuda(nbytes: int) -> int:
 
     A pre-started child does this before its job: the task's tensors, the poison and the outputs are then split
     from that block instead of each asking the driver for memory, and the driver serves one process's request at a
-    time for the whole box while other processes make and end CUDA contexts (docs/gpu-runs.md, 2026-11-26). The
+    time for the whole box while other processes make and end CUDA contexts (measured 2026-11-26). The
     poison is unchanged: it takes its blocks by the same best-fit rule the candidate's next allocations follow,
     and freeing them merges them back into the block they were split from. No kernel runs here (the block is not
     filled), so a spare child takes no turn on a device that another child may be timing on."""

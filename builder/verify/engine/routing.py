@@ -6,7 +6,7 @@
   waiting pair of a task nobody has; else the first waiting pair, whose task it then shares: no engine idles
   while pairs wait. Input order, not its own tasks first: an engine that took its tasks' pairs ahead of the rest
   worked through one task at a time, all its workers waiting on that task's reference at the start and its
-  slowest tasks' copies timed one after another at the end (docs/gpu-runs.md, 2026-11-26).
+  slowest tasks' copies timed one after another at the end (measured 2026-11-26).
 - An engine more than a shared build's worth of pairs (`batch_size`) ahead of the least loaded other engine
   waits: an engine reads its stream a window of builds at a time, and the first up would otherwise take a short
   stream whole. Once the input is all read, the last pairs go to the least loaded: engines read far ahead of
@@ -114,7 +114,7 @@ def balanced(engine: Any, engines: list[Any], last_pairs: bool, slack: int, now:
     answered within `ENGINE_READING_S`): the last pairs go to the least loaded of the engines that want them, and
     none waits long for one that does not (its window read, it waits for room for the next). Not only those asking
     at that moment: two engines reading side by side ask in turn, and the last pairs of a 96-kernel stream went
-    53 to 43 (docs/gpu-runs.md)."""
+    53 to 43 (measured)."""
 
     def holds_back(e: Any) -> bool:
         if not last_pairs or not e.has_asked:  # one starting holds the others back as long as ever

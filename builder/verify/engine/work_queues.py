@@ -2,7 +2,7 @@
 
 The driver makes and ends CUDA contexts one at a time for the whole box, and most of a context's turn is its
 work queues (`CUDA_DEVICE_MAX_CONNECTIONS`, 8 by default): beside seven other workers on one GPU a fresh context
-took 2.07 s with 8 and 0.96 s with 2 (docs/gpu-runs.md). Every verified kernel costs one context, so evaluation
+took 2.07 s with 8 and 0.96 s with 2 (measured). Every verified kernel costs one context, so evaluation
 children make theirs with `config.EVAL_DEVICE_CONNECTIONS` queues.
 
 Queues only matter to work on more than one stream: streams share a queue when there are fewer queues than

@@ -3,7 +3,7 @@
 Under bubblewrap a child's root is read-only, so Python cannot write the `.pyc` of a module it had to compile.
 Where the environment holds no byte code (installed by uv, which compiles none by default, or by
 `pip --no-compile`, or on a read-only image) every child compiled torch's ~1,600 modules again: on an H200 box
-11.2 core-s of each child's start-up against 5.8 with byte code (docs/gpu-runs.md). So before the first sandboxed
+11.2 core-s of each child's start-up against 5.8 with byte code (measured). So before the first sandboxed
 child the parent imports what children import, in a process of its own that runs no candidate code, with
 `PYTHONPYCACHEPREFIX` naming `config.BYTECODE_CACHE_DIR`; children get that folder in their environment,
 read-only. Python checks a `.pyc` against its source's size and mtime at every import, so a stale one is never

@@ -50,7 +50,7 @@ class PooledChild:
 class EvalPool:
     """`size` children kept started for one evaluation worker. With `refill_after`, a taken child's replacement
     starts once that event is set (the build's first clean reference ended): every CUDA context's making and
-    ending on the box goes through the driver one at a time, whichever GPU it is for (docs/gpu-runs.md,
+    ending on the box goes through the driver one at a time, whichever GPU it is for (measured
     2026-11-26), so spares started beside the first references hold those references up. A worker takes its
     next child only after its first evaluation, which waits for a reference anyway."""
 

@@ -2,7 +2,7 @@
 
     python -m builder.verify.sandbox.zygote CHILD_MODULE SOCKET_FD
 
-A pre-started child spent about 4 of its 7 core-s importing torch and what the checks import (docs/gpu-runs.md),
+A pre-started child spent about 4 of its 7 core-s importing torch and what the checks import (measured),
 on the cores the builds and the other children need. The zygote does those imports once (the child module's
 `before_fork`), in a process that never loads candidate code and never touches the GPU (a CUDA context does not
 survive a fork), and forks each child from there. Three roles, each a process:
