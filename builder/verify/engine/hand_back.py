@@ -3,7 +3,7 @@ not begun (trusted side; `device_engines` asks, `engine_process` answers).
 
 Each engine keeps the tasks it took first (their clean references and baselines are made once), and the pairs are
 all handed out long before the last records: engines read whole windows of builds ahead. Left at that, the engine
-whose tasks cost more ends last, alone on the machine (7-17 s of a 100-200 s run: docs/gpu-runs.md, 2026-11-26).
+whose tasks cost more ends last, alone on the machine (7-17 s of a 100-200 s run, measured 2026-11-26).
 So:
 
 - Once the input is all handed out, an engine that asks for more is not told the end while another engine still
