@@ -25,7 +25,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from builder.verify import bytecode_cache  # noqa: E402
+from builder.verify.sandbox import bytecode_cache  # noqa: E402
 from builder.verify.sandbox.bubblewrap import bwrap_usable  # noqa: E402
 from builder.verify.sandbox.forked import ForkedProcess  # noqa: E402
 from builder.verify.sandbox.pool import EvalPool  # noqa: E402

@@ -27,7 +27,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from builder.verify import process_tree  # noqa: E402
+from builder.verify.sandbox import process_tree  # noqa: E402
 
 NO_RUN = "probe-of-no-run"
 NO_NAMESPACE = "pid:[0]"  # no process is in it: every process is looked at, none is found

@@ -214,7 +214,7 @@ def test_the_zygote_entry_point_says_how_to_use_it():
 @pytest.mark.gpu
 def test_the_real_child_s_zygote_never_loads_the_cuda_driver():
     """A CUDA context does not survive a fork: the zygote's imports must leave the driver unloaded."""
-    code = "from builder.verify import child, zygote; child.before_fork(); print(zygote.fork_problem())"
+    code = "from builder.verify.child import main as child; from builder.verify.sandbox import zygote; child.before_fork(); print(zygote.fork_problem())"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=config.REPO_ROOT,
                           timeout=300)  # fmt: skip
     assert done.returncode == 0 and done.stdout.strip() == "None", done.stdout + done.stderr
@@ -222,7 +222,7 @@ def test_the_real_child_s_zygote_never_loads_the_cuda_driver():
 
 @pytest.mark.gpu
 def test_a_process_that_asked_the_driver_anything_may_not_fork():
-    code = "import torch; from builder.verify import zygote; torch.cuda.is_available(); print(zygote.fork_problem())"
+    code = "import torch; from builder.verify.sandbox import zygote; torch.cuda.is_available(); print(zygote.fork_problem())"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=config.REPO_ROOT,
                           timeout=300)  # fmt: skip
     assert done.returncode == 0 and "driver was initialised" in done.stdout, done.stdout + done.stderr
