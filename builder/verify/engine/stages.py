@@ -4,9 +4,9 @@
                   │                      (one per device slot) ───────────────────────────────────────────► records
                   └──► tasks ──► PrepareStage (clean references, baselines)
 
-- `CompileStage` reads the stream's pairs a window at a time, says each task as its first pair is read (its clean
-  reference and baselines start at once: the first evaluations wait for them), and builds each window on the compile
-  workers; a build goes to `built` as it ends.
+- `CompileStage` reads the stream's pairs a window at a time, says each pair's task as it is read (a task's clean
+  reference and baselines start at its first pair: the first evaluations wait for them), and builds each window on
+  the compile workers; a build goes to `built` as it ends.
 - `PrepareStage` starts each task's clean reference (CUDA: the device idles through the first compiles) and its
   baselines, in the caches' own worker pools.
 - `EvaluateStage` is one evaluation worker on one device: it takes a built pair, runs it in a pre-started sandboxed
@@ -93,8 +93,8 @@ class Stage:
 
 
 class CompileStage(Stage):
-    """The stream's pairs, read a window at a time and built on the compile workers, to `built`; each task to `tasks`
-    as its first pair is read. At most `COMPILE_WINDOWS_IN_FLIGHT` windows build at once: reading further ahead
+    """The stream's pairs, read a window at a time and built on the compile workers, to `built`; each pair's task to
+    `tasks` as the pair is read. At most `COMPILE_WINDOWS_IN_FLIGHT` windows build at once: reading further ahead
     would claim pairs (an engine's come from the builder, a request each) before any worker could use them."""
 
     name = "compile"
@@ -105,7 +105,6 @@ class CompileStage(Stage):
         self.options, self.pairs, self.built, self.tasks = options, pairs, built, tasks
         self.stop = built.stop
         self.window_size = max(1, options.batch_size) * max(1, options.compile_workers)
-        self._seen: set[str] = set()  # task ids said to `tasks` (this stage's thread alone reads and writes it)
 
     def outputs(self) -> list[Channel]:
         return [self.built, self.tasks]
@@ -135,12 +134,10 @@ class CompileStage(Stage):
                 thread.join()
 
     def _read(self, pair: tuple[Candidate, Task]) -> None:
-        """Each task, as its first pair is read (not once the window is: a window of an engine's input takes
-        seconds to read)."""
-        task = pair[1]
-        if task.id not in self._seen:
-            self._seen.add(task.id)
-            self.tasks.send(task)
+        """Each pair's task, as the pair is read (not once the window is: a window of an engine's input takes
+        seconds to read). Every pair's, not only a task's first: the caches start what they have not started and
+        have room for, and a task refused while the reference cache was full starts at a later pair of it."""
+        self.tasks.send(pair[1])
 
     def _build(self, source: str, language: str) -> CompileResult:
         o = self.options
