@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from builder.verify.engine import device_engines, engine_process
+from builder.verify.engine import engine_handles, engine_process
 
 
 def test_the_engine_entry_point_says_how_to_use_it(capsys):
@@ -29,8 +29,8 @@ def test_an_engines_log_record_reaches_the_builders_logger_whole(caplog):
         engine_log.propagate = True  # the same logger, now the builder's
     assert [kind for kind, _ in sent] == ["log"]
     with caplog.at_level(logging.INFO, logger="builder"):
-        device_engines.replay_log(sent[0][1], "engine-1")
-        device_engines.replay_log(dict(sent[0][1], levelno=logging.DEBUG), "engine-1")  # below the builder's level
+        engine_handles.replay_log(sent[0][1], "engine-1")
+        engine_handles.replay_log(dict(sent[0][1], levelno=logging.DEBUG), "engine-1")  # below the builder's level
     (record,) = caplog.records
     assert record.name == "builder.verify.test-engine-side" and record.levelno == logging.WARNING
     assert record.getMessage() == "kernel k1: 50% of its checks" and record.processName == "engine-1"
@@ -40,7 +40,7 @@ def test_an_engines_log_record_reaches_the_builders_logger_whole(caplog):
 def test_an_engine_logs_at_the_builders_levels(monkeypatch):
     monkeypatch.setattr(logging.getLogger("builder"), "level", logging.INFO)
     monkeypatch.setattr(logging.getLogger("builder.verify.engine.verifier"), "level", logging.DEBUG)
-    levels = device_engines.builder_log_levels()
+    levels = engine_handles.builder_log_levels()
     assert levels["builder"] == logging.INFO and levels["builder.verify.engine.verifier"] == logging.DEBUG
 
 
