@@ -72,6 +72,124 @@ def engine_totals(verifier: Verifier, started_at: float, records: int, last_reco
             "baseline_children_s": list(verifier.baselines.children_s)}  # fmt: skip
 
 
+class Engine:
+    """An engine's side of its connection to the builder: the pairs it is handed, fed to its `Verifier`'s stream,
+    and the records sent back, each with the sequence its pair came with.
+
+    Three threads share it: the stream's reader (`pairs`), the one thread that receives (`receive`, which also
+    answers requests to hand pairs back), and the one that sends the records (`run`); log records are sent from any
+    thread (`forward_logs`). What they share, and what guards it:
+
+    - `connection`: sent to under `_send_lock` (whole messages, never interleaved); received from by `receive`
+      alone once `run` starts.
+    - `_sequences`: (task id, kernel id, kernel name) -> the sequences of that pair's copies not yet recorded or
+      handed back, in the order they came; under `_sequences_lock`.
+    - `answers`: a queue of the builder's answers to requests for pairs (a pair, a window's end, or None).
+    - `verifier`: set before `run`, then only read.
+    """
+
+    def __init__(self, connection: Connection, verifier: Verifier | None = None) -> None:
+        self.connection = connection
+        self.verifier = verifier
+        self.answers: queue.Queue = queue.Queue()
+        self._send_lock = threading.Lock()
+        self._sequences: dict[tuple[str, str, str], deque[int]] = {}
+        self._sequences_lock = threading.Lock()
+
+    def send(self, message: Any) -> None:
+        with self._send_lock:
+            self.connection.send(message)
+
+    def forward_logs(self, levels: dict[str, int]) -> None:
+        """Log `builder.*` at the builder's levels, and send each record to the builder, which shows it."""
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+        builder_log = logging.getLogger("builder")
+        builder_log.addHandler(_ForwardLogs(self.send))
+        builder_log.propagate = False  # shown by the builder's process, not also on this one's stderr
+
+    def pairs(self) -> Iterator[tuple[Candidate, Task] | object]:
+        """The stream's input: one pair per request, or the end of a window (`hand_back.WINDOW_END`)."""
+        from builder.verify import milestones
+        from builder.verify.engine.hand_back import WINDOW_END
+
+        while True:
+            milestones.mark("first_pair_asked")  # these two part an answer's wait from the window's reading
+            self.send(("next",))
+            item = self.answers.get()
+            milestones.mark("first_pair_received")
+            if item is None:
+                return
+            if item == "window_end":
+                yield WINDOW_END
+                continue
+            sequence, candidate, task, offer = item
+            with self._sequences_lock:
+                self._sequences.setdefault(_key(candidate), deque()).append(sequence)
+            if offer is not None:  # the task's reference, shared by the engine that handed its pairs back
+                self.verifier.references.adopt(task, self.verifier.options, offer)
+            yield candidate, task
+
+    def hand_back(self, count: int) -> None:
+        """Pairs no worker has begun, removed from this stream and said to the builder by their sequences (every
+        pair came through `pairs`, so each has one; one without would stay pending and end as a crash record),
+        with their tasks' clean references where this engine has them (`ReferenceCache.share`), by task id."""
+        returned, tasks = [], {}
+        for candidate, task in self.verifier.hand_back(count):
+            with self._sequences_lock:
+                waiting = self._sequences.get(_key(candidate))
+                sequence = waiting.pop() if waiting else None
+            if sequence is not None:
+                returned.append(sequence)
+                tasks[task.id] = task
+        options = self.verifier.options
+        offers = {task_id: self.verifier.references.share(task, options) for task_id, task in tasks.items()}
+        self.send(("handed_back", returned, {task_id: offer for task_id, offer in offers.items() if offer}))
+
+    def receive(self) -> None:
+        """Every message from the builder after "start" (only this thread receives): answers for the stream's
+        input, and requests to hand back pairs, answered at once whatever the stream is doing."""
+        try:
+            while True:
+                item = self.connection.recv()
+                if isinstance(item, tuple) and item and item[0] == "hand_back":
+                    self.hand_back(int(item[1]))
+                else:
+                    self.answers.put(item)
+        except (EOFError, OSError, pickle.UnpicklingError):
+            # the builder has gone (mid-message, perhaps): the input ends, and the engine with it
+            self.answers.put(None)
+
+    def sequence_of(self, record: Any) -> int:
+        """The sequence a record goes back with: that of the first of its pair's copies still waiting."""
+        with self._sequences_lock:
+            return self._sequences[_key(record)].popleft()
+
+    def run(self, started_at: float) -> int:
+        """Verify what the builder hands out until it says there is no more, sending each record; then say done.
+        Its exit status: 0, or 1 where the stream raised (said to the builder, which raises it in the build)."""
+        threading.Thread(target=self.receive, daemon=True, name="ka-engine-receive").start()
+        records, made, last_record_at = self.verifier.stream(self.pairs()), 0, None
+        ended = False
+        try:
+            for record in records:
+                self.send(("record", self.sequence_of(record), record))
+                made, last_record_at = made + 1, time.monotonic()
+            ended = True
+            _log_totals(self.verifier, started_at, made, last_record_at)
+            self.send(("done",))
+            return 0
+        except Exception as exc:  # noqa: BLE001 - said to the parent, which raises it in the build
+            ended = True
+            self.send(("error", f"{type(exc).__name__}: {exc}"))
+            self.send(("done",))
+            return 1
+        finally:
+            records.close()  # stops its builds and children (SIGTERM lands here through SystemExit)
+            if not ended:  # stopped (a build or a bench cut short): its figures so far, while the parent still reads
+                _log_totals(self.verifier, started_at, made, last_record_at, stopped=True)
+
+
 def _engine_main(connection: Connection) -> int:
     started_at = time.monotonic()
     kind, options, levels, facts = connection.recv()
@@ -84,93 +202,14 @@ def _engine_main(connection: Connection) -> int:
     environment.adopt(facts)
     # The judge reads outputs through torch: loaded while the first clean references compute, not after them.
     threading.Thread(target=_import_torch, daemon=True, name="ka-import-torch").start()
-    options = replace(options, engines=1)  # an engine verifies in its own process: it never starts engines
-    sending = threading.Lock()
-    sequences: dict[tuple[str, str, str], deque[int]] = {}
+    engine = Engine(connection)
+    engine.forward_logs(levels)
 
-    def send(message: Any) -> None:
-        with sending:
-            connection.send(message)
-
-    for name, level in levels.items():
-        logging.getLogger(name).setLevel(level)
-    builder_log = logging.getLogger("builder")
-    builder_log.addHandler(_ForwardLogs(send))
-    builder_log.propagate = False  # shown by the builder's process, not also on this one's stderr
-
-    answers: queue.Queue = queue.Queue()  # the builder's answers to this engine's requests for pairs
-
-    def pairs() -> Iterator[tuple[Candidate, Task] | object]:
-        """The stream's input: one pair per request, or the end of a window (`hand_back.WINDOW_END`)."""
-        while True:
-            milestones.mark("first_pair_asked")  # these two part an answer's wait from the window's reading
-            send(("next",))
-            item = answers.get()
-            milestones.mark("first_pair_received")
-            if item is None:
-                return
-            if item == "window_end":
-                yield WINDOW_END
-                continue
-            sequence, candidate, task, offer = item
-            key = _key(candidate.task_id, candidate.kernel_id, candidate.kernel_name)
-            sequences.setdefault(key, deque()).append(sequence)
-            if offer is not None:  # the task's reference, shared by the engine that handed its pairs back
-                verifier.references.adopt(task, verifier.options, offer)
-            yield candidate, task
-
-    def hand_back(count: int) -> None:
-        """Pairs no worker has begun, removed from this stream and said to the builder by their sequences (every
-        pair came through `pairs`, so each has one; one without would stay pending and end as a crash record),
-        with their tasks' clean references where this engine has them (`ReferenceCache.share`), by task id."""
-        returned, tasks = [], {}
-        for candidate, task in verifier.hand_back(count):
-            waiting = sequences.get(_key(candidate.task_id, candidate.kernel_id, candidate.kernel_name))
-            if waiting:
-                returned.append(waiting.pop())
-                tasks[task.id] = task
-        offers = {task_id: verifier.references.share(task, verifier.options) for task_id, task in tasks.items()}
-        send(("handed_back", returned, {task_id: offer for task_id, offer in offers.items() if offer}))
-
-    def receive() -> None:
-        """Every message from the builder after "start" (only this thread receives): answers for the stream's
-        input, and requests to hand back pairs, answered at once whatever the stream is doing."""
-        try:
-            while True:
-                item = connection.recv()
-                if isinstance(item, tuple) and item and item[0] == "hand_back":
-                    hand_back(int(item[1]))
-                else:
-                    answers.put(item)
-        except (EOFError, OSError, pickle.UnpicklingError):
-            answers.put(None)  # the builder has gone (mid-message, perhaps): the input ends, and the engine with it
-
-    from builder.verify.engine.hand_back import WINDOW_END
     from builder.verify.engine.verifier import Verifier
 
-    verifier = Verifier(options)
+    engine.verifier = Verifier(replace(options, engines=1))  # in its own process: an engine never starts engines
     milestones.mark("verifier_ready")
-    threading.Thread(target=receive, daemon=True, name="ka-engine-receive").start()
-    records, made, last_record_at = verifier.stream(pairs()), 0, None
-    ended = False
-    try:
-        for record in records:
-            sequence = sequences[_key(record.task_id, record.kernel_id, record.kernel_name)].popleft()
-            send(("record", sequence, record))
-            made, last_record_at = made + 1, time.monotonic()
-        ended = True
-        _log_totals(verifier, started_at, made, last_record_at)
-        send(("done",))
-        return 0
-    except Exception as exc:  # noqa: BLE001 - said to the parent, which raises it in the build
-        ended = True
-        send(("error", f"{type(exc).__name__}: {exc}"))
-        send(("done",))
-        return 1
-    finally:
-        records.close()  # stops its builds and children (SIGTERM lands here through SystemExit)
-        if not ended:  # stopped (a build or a bench cut short): its figures so far, while the parent still reads
-            _log_totals(verifier, started_at, made, last_record_at, stopped=True)
+    return engine.run(started_at)
 
 
 def _log_totals(verifier: Verifier, started_at: float, made: int, last_record_at: float | None,
@@ -185,8 +224,9 @@ def _log_totals(verifier: Verifier, started_at: float, made: int, last_record_at
         log.debug("engine totals unavailable: %s", exc)
 
 
-def _key(task_id: str, kernel_id: str, kernel_name: str) -> tuple[str, str, str]:
-    return task_id, kernel_id, kernel_name
+def _key(kernel: Any) -> tuple[str, str, str]:
+    """Which pair a candidate, or its record, is of (copies of one pair share it: any of their sequences will do)."""
+    return kernel.task_id, kernel.kernel_id, kernel.kernel_name
 
 
 def _stop_on_sigterm(signum: int, frame: Any) -> None:

@@ -24,6 +24,7 @@ from builder.verify import environment
 from builder.verify.engine import device_engines
 from builder.verify.engine.infrastructure import InfrastructureFailure
 from builder.verify.engine.verifier import Verifier, VerifyOptions
+from builder.verify.protocol.entry_points import ENGINE_PROCESS_MODULE
 
 FIXTURES = config.REPO_ROOT / "tests" / "fixtures"
 SUITE = FIXTURES / "tasks"
@@ -61,7 +62,7 @@ def engine_processes() -> list[psutil.Process]:
     found = []
     for process in psutil.Process().children():
         try:
-            if device_engines.ENGINE_PROCESS_MODULE in " ".join(process.cmdline()):
+            if ENGINE_PROCESS_MODULE in " ".join(process.cmdline()):
                 found.append(process)
         except psutil.Error:  # it ended (or is a zombie) as it was looked at
             continue
