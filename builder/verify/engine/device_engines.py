@@ -68,7 +68,7 @@ def engine_shares(devices: list[str | None], cores: list[int], compile_workers: 
     Slices, not one pool of the cores that no engine keeps for its windows: with a pool, two engines' starts
     (each engine's torch.compile baselines spreading over every core it may use, its references and its first
     children) starved the first evaluations' children, and after the start two GPUs made 1.79x one GPU's rate
-    against 1.83x with slices (docs/gpu-runs.md, 2026-11-26)."""
+    against 1.83x with slices (measured 2026-11-26)."""
     count = len(devices)
     per_engine = len(cores) // count
     shares = []
