@@ -219,9 +219,7 @@ FUNCTIONAL_CHECK_TIMEOUT_S = 300.0
 # --- build pipeline, store, export, publish ---------------------------------------------------
 BUILD_DB_NAME = "archive.duckdb"  # the store inside a build dir
 BUILD_PROGRESS_NAME = "progress.json"  # snapshot the build rewrites so `status` works while the DB is locked
-VERIFIER_OVERRIDE_ENV = "KA_VERIFIER_FACTORY"  # "module:callable" returning a verifier (tests, experiments)
 RAY_CONNECT_TIMEOUT_S = 10.0  # --ray-address must accept a TCP connection within this (ray.init retries for minutes)
-RAY_ENGINE_OVERRIDE_ENV = "KA_RAY_ENGINE"  # module providing compile_candidate/evaluate_compiled to Ray tasks
 SEED_POLICY = "secrets.randbits(63) per build run, recorded in the builds table and in every record"
 PROGRESS_REFRESH_PER_S = 4
 PARQUET_SHARD_MAX_ROWS = 50_000  # rows per Parquet file of a split (keeps files well under Hub limits)

@@ -25,7 +25,8 @@ from typing import Any
 from builder import config
 from builder.candidates import Candidate
 from builder.errors import InfrastructureError, NoGpuError, UsageError
-from builder.pipeline.executors import ExecutorSettings, injected_engine, make_executor, make_verify_options
+from builder.pipeline.engine_access import ExecutorSettings, VerifierFactory, make_verify_options, real_verifier
+from builder.pipeline.executors import make_executor
 from builder.pipeline.progress import BuildCounters, ProgressView
 from builder.pipeline.store import Store, write_progress_snapshot
 from builder.tasks import Task, load_suite
@@ -81,10 +82,11 @@ def parse_levels(text: str | None) -> list[int] | None:
     return levels
 
 
-def _check_backend(params: BuildParams) -> None:
+def _check_backend(params: BuildParams, make_verifier: VerifierFactory) -> None:
     if params.backend not in ("cuda", "cpu"):
         raise UsageError(f"unknown backend '{params.backend}' (expected cuda or cpu)")
-    if params.backend == "cuda" and params.executor == "local" and not injected_engine():
+    # The real engine needs a GPU here for a local CUDA build (a Ray cluster's are elsewhere; a stand-in needs none).
+    if params.backend == "cuda" and params.executor == "local" and make_verifier is real_verifier:
         import torch
 
         if not torch.cuda.is_available():
@@ -101,9 +103,20 @@ def host_info() -> dict[str, Any]:
 
 
 class Orchestrator:
-    def __init__(self, params: BuildParams, show_progress: bool = True):
+    def __init__(
+        self,
+        params: BuildParams,
+        show_progress: bool = True,
+        *,
+        make_verifier: VerifierFactory = real_verifier,
+        ray_engine: Any = None,
+    ):
+        """`make_verifier` (local executor) and `ray_engine` (Ray executor, None: the real engine) are what
+        verifies: the real engine unless a test or an experiment passes a stand-in (executors.py)."""
         self.params = params
         self.show_progress = show_progress
+        self.make_verifier = make_verifier
+        self.ray_engine = ray_engine
         self.counters = BuildCounters()
         self.notes: list[str] = []
         self.failures_in_a_row = 0  # of the machinery, since the last stored record
@@ -134,7 +147,7 @@ class Orchestrator:
 
     def run(self) -> BuildCounters:
         params = self.params
-        _check_backend(params)
+        _check_backend(params, self.make_verifier)
         tasks = self._select_tasks()
         store = Store.open(params.out)
         try:
@@ -167,7 +180,9 @@ class Orchestrator:
             baseline_cache_dir=params.out / "baselines",
         )
         settings = ExecutorSettings(params.backend, params.gpus, params.compile_workers, params.ray_address)
-        executor = make_executor(params.executor, options, settings)
+        executor = make_executor(
+            params.executor, options, settings, make_verifier=self.make_verifier, ray_engine=self.ray_engine
+        )
         self.counters.waiting = len(store.waiting())  # left by an earlier run: tried again below
         try:
             preflight = getattr(executor, "preflight", None)
@@ -265,7 +280,13 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def run_build(params: BuildParams, show_progress: bool = True) -> Orchestrator:
-    orchestrator = Orchestrator(params, show_progress=show_progress)
+def run_build(
+    params: BuildParams,
+    show_progress: bool = True,
+    *,
+    make_verifier: VerifierFactory = real_verifier,
+    ray_engine: Any = None,
+) -> Orchestrator:
+    orchestrator = Orchestrator(params, show_progress, make_verifier=make_verifier, ray_engine=ray_engine)
     orchestrator.run()
     return orchestrator

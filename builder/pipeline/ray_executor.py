@@ -4,14 +4,23 @@ Compile tasks take one CPU each; evaluation tasks take one GPU on the CUDA backe
 CUDA_VISIBLE_DEVICES for them, so the engine evaluates on device 0 of what it sees). The orchestrator
 keeps a bounded window of tasks in flight and yields records as they finish, in completion order.
 
-On a multi-node cluster the compile cache should live on shared storage; when an evaluation lands on a
-node where the compiled library is missing, it recompiles there (content-addressed, so the same build).
+Workers import the project from this checkout's path (and the driver's PYTHONPATH), so every node needs the
+same checkout at the same path. On a multi-node cluster the compile cache should live on shared storage; when
+an evaluation lands on a node where the compiled library is missing, it recompiles there (content-addressed,
+so the same build).
+
+A Ray task that fails (its worker killed, its node lost, the engine raising) says nothing about the kernel,
+which runs only in the engine's sandboxed children: the pair comes back as an `InfrastructureFailure`, which
+the build puts back in its queue, never as a record.
 """
 
 from __future__ import annotations
 
-import importlib
+import logging
+import os
+import signal
 import socket
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,22 +28,22 @@ from typing import Any
 from builder import config
 from builder.candidates import Candidate
 from builder.errors import UsageError
-from builder.pipeline.executors import ExecutorSettings, failure_record
+from builder.pipeline.engine_access import ExecutorSettings, real_engine, stamped, stand_in_name
 from builder.tasks import Task
+from builder.verify.engine.infrastructure import InfrastructureFailure
 
 IN_FLIGHT_PER_CPU = 2  # evaluation tasks submitted ahead per cluster CPU (keeps memory bounded)
+TASK_RETRIES = 1  # Ray re-runs a task whose worker or node died once before its pair goes back to the build
 
 
-def _compile_task(engine_module: str, candidate: Candidate, task: Task, options: Any) -> Any:
-    engine = importlib.import_module(engine_module)
+def _compile_task(engine: Any, candidate: Candidate, task: Task, options: Any) -> Any:
     return engine.compile_candidate(candidate, task, options)
 
 
-def _evaluate_task(engine_module: str, compiled: Any, candidate: Candidate, task: Task, options: Any) -> Any:
-    engine = importlib.import_module(engine_module)
+def _evaluate_task(engine: Any, compiled: Any, candidate: Candidate, task: Task, options: Any) -> Any:
     library = getattr(compiled, "library_path", None)
     if getattr(compiled, "ok", False) and library and not Path(library).exists():
-        compiled = engine.compile_candidate(candidate, task, options)
+        compiled = engine.compile_candidate(candidate, task, options)  # compiled on another node
     return engine.evaluate_compiled(compiled, candidate, task, options)
 
 
@@ -51,10 +60,25 @@ def check_reachable(address: str, timeout_s: float = config.RAY_CONNECT_TIMEOUT_
         raise UsageError(f"cannot reach the Ray cluster at {address}: {exc}") from None
 
 
+def worker_environment() -> dict[str, str]:
+    """What Ray workers need to import this checkout whatever its path (an editable install elsewhere included):
+    it first on their path, then the driver's PYTHONPATH."""
+    parts = [str(config.REPO_ROOT), *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    return {"PYTHONPATH": os.pathsep.join(dict.fromkeys(parts))}
+
+
+def failure_reason(exc: BaseException) -> str:
+    """The last line of a Ray error (its traceback above it says where the engine raised)."""
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    return f"the Ray task failed: {lines[-1].strip() if lines else type(exc).__name__}"
+
+
 class RayExecutor:
     name = "ray"
 
-    def __init__(self, options: Any, settings: ExecutorSettings, engine_module: str):
+    def __init__(self, options: Any, settings: ExecutorSettings, engine: Any = None):
+        """`engine`: a module (or a class) with compile_candidate and evaluate_compiled that Ray workers can
+        import by name (None: the real verify engine); records of any other are stamped with its name."""
         try:
             import ray
         except ImportError:
@@ -62,61 +86,72 @@ class RayExecutor:
         self.ray = ray
         self.options = options
         self.settings = settings
-        self.engine_module = engine_module
+        real = real_engine()
+        self.engine = engine if engine is not None else real
+        self.stand_in = None if self.engine is real else stand_in_name(self.engine)
         self._owns_ray = False
         if not ray.is_initialized():
-            if settings.ray_address:
-                check_reachable(settings.ray_address)
-            try:
-                if settings.ray_address:
-                    ray.init(address=settings.ray_address, include_dashboard=False, log_to_driver=False)
-                else:
-                    env = {"PYTHONPATH": _python_path()}
-                    ray.init(include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
-            except ConnectionError as exc:
-                raise UsageError(f"cannot reach the Ray cluster at {settings.ray_address}: {exc}") from None
-            self._owns_ray = True
+            self._connect(settings.ray_address)
         gpu_per_eval = 1 if settings.backend == "cuda" else 0
-        self._compile = ray.remote(num_cpus=1, max_retries=1)(_compile_task)
-        self._evaluate = ray.remote(num_cpus=0 if gpu_per_eval else 1, num_gpus=gpu_per_eval, max_retries=1)(
+        self._compile = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_compile_task)
+        self._evaluate = ray.remote(num_cpus=0 if gpu_per_eval else 1, num_gpus=gpu_per_eval, max_retries=TASK_RETRIES)(
             _evaluate_task
         )
         cpus = int(ray.cluster_resources().get("CPU", 1))
         self.window = max(2, IN_FLIGHT_PER_CPU * cpus)
+
+    def _connect(self, address: str | None) -> None:
+        # Without an address, a Ray of our own: "local", because ray.init() alone joins a cluster that
+        # `ray start` left on this machine (or RAY_ADDRESS names), which may run another checkout's code.
+        if address:
+            check_reachable(address)
+        term_handler = signal.getsignal(signal.SIGTERM)
+        try:
+            self.ray.init(
+                address=address or "local",
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+                runtime_env={"env_vars": worker_environment()},
+            )
+        except ConnectionError as exc:
+            raise UsageError(f"cannot reach the Ray cluster at {address}: {exc}") from None
+        self._owns_ray = True
+        # ray.init replaces the SIGTERM handler with its core's, which aborts the process (exit 134: no cleanup,
+        # the run left "running"); the build's own (an interrupted run, recorded as such, Ray shut down) goes back.
+        if term_handler is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, term_handler)
 
     def stream(self, pairs: Iterable[tuple[Candidate, Task]]) -> Iterator[Any]:
         ray = self.ray
         pending: dict[Any, tuple[Candidate, Task]] = {}
         source = iter(pairs)
         exhausted = False
-        while True:
-            while not exhausted and len(pending) < self.window:
-                try:
-                    candidate, task = next(source)
-                except StopIteration:
-                    exhausted = True
-                    break
-                compiled = self._compile.remote(self.engine_module, candidate, task, self.options)
-                ref = self._evaluate.remote(self.engine_module, compiled, candidate, task, self.options)
-                pending[ref] = (candidate, task)
-            if not pending:
-                return
-            done, _ = ray.wait(list(pending), num_returns=1)
-            for ref in done:
-                candidate, task = pending.pop(ref)
-                try:
-                    yield ray.get(ref)
-                except ray.exceptions.RayError as exc:
-                    reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-                    yield failure_record(candidate, task, self.settings.backend, "crash", f"ray task failed: {reason}")
+        try:
+            while True:
+                while not exhausted and len(pending) < self.window:
+                    try:
+                        candidate, task = next(source)
+                    except StopIteration:
+                        exhausted = True
+                        break
+                    compiled = self._compile.remote(self.engine, candidate, task, self.options)
+                    ref = self._evaluate.remote(self.engine, compiled, candidate, task, self.options)
+                    pending[ref] = (candidate, task)
+                if not pending:
+                    return
+                done, _ = ray.wait(list(pending), num_returns=1)
+                for ref in done:
+                    candidate, task = pending.pop(ref)
+                    try:
+                        item = ray.get(ref)
+                    except ray.exceptions.RayError as exc:
+                        item = InfrastructureFailure(candidate, task, failure_reason(exc))
+                    yield stamped(item, self.stand_in)
+        finally:
+            for ref in pending:  # the build stopped early: nobody will read these
+                ray.cancel(ref, force=True)
 
     def close(self) -> None:
         if self._owns_ray:
             self.ray.shutdown()
-
-
-def _python_path() -> str:
-    import os
-
-    parts = [str(config.REPO_ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return os.pathsep.join(dict.fromkeys(parts))

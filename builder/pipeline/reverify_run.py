@@ -22,7 +22,8 @@ from typing import Any
 from builder import config
 from builder.candidates import Candidate
 from builder.errors import InfrastructureError, NoGpuError, UsageError
-from builder.pipeline.executors import ExecutorSettings, injected_engine, make_executor, make_verify_options
+from builder.pipeline.engine_access import ExecutorSettings, VerifierFactory, make_verify_options, real_verifier
+from builder.pipeline.executors import make_executor
 from builder.pipeline.reverify import build_report, render_markdown
 from builder.redaction import known_secrets, redact_record
 from builder.tasks import Task, load_suite
@@ -59,8 +60,6 @@ def default_out(dataset: str) -> Path:
 def resolve_backend(backend: str | None) -> str:
     if backend not in (None, "cuda", "cpu"):
         raise UsageError(f"unknown backend '{backend}' (expected cuda or cpu)")
-    if injected_engine():
-        return backend or "cpu"
     import torch
 
     visible = torch.cuda.is_available()
@@ -101,8 +100,9 @@ def _suite_tasks() -> dict[str, Task]:
     return {task.id: task for task in load_suite().tasks}
 
 
-def run_reverify(params: ReverifyParams) -> tuple[dict[str, Any], Path]:
-    """Re-verify, write the report files, return (report, out dir)."""
+def run_reverify(params: ReverifyParams, make_verifier: VerifierFactory = real_verifier) -> tuple[dict[str, Any], Path]:
+    """Re-verify, write the report files, return (report, out dir). `make_verifier`: the real engine unless a
+    test or an experiment passes a stand-in (executors.py)."""
     from builder.generate.importers import ImportGenerator
 
     pattern = compile_pattern(params.tasks)
@@ -130,7 +130,7 @@ def run_reverify(params: ReverifyParams) -> tuple[dict[str, Any], Path]:
     todo = [(c, t) for c, t in pairs if (c.task_id, c.kernel_id) not in done]
     verify_now = todo and not params.report_only
     records = [r for key, r in done.items() if key in wanted] + (
-        _verify(todo, backend, params, out) if verify_now else []
+        _verify(todo, backend, params, out, make_verifier) if verify_now else []
     )
     context = {
         "dataset": params.dataset,
@@ -157,7 +157,13 @@ def _machine(records: list[Any], backend: str) -> str:
     return gpu if backend == "cuda" and gpu else f"{platform.processor() or platform.machine()} CPU"
 
 
-def _verify(pairs: list[tuple[Candidate, Task]], backend: str, params: ReverifyParams, out: Path) -> list[Any]:
+def _verify(
+    pairs: list[tuple[Candidate, Task]],
+    backend: str,
+    params: ReverifyParams,
+    out: Path,
+    make_verifier: VerifierFactory,
+) -> list[Any]:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -172,7 +178,8 @@ def _verify(pairs: list[tuple[Candidate, Task]], backend: str, params: ReverifyP
         compile_workers=params.compile_workers,
         baseline_cache_dir=out / "baselines",
     )
-    executor = make_executor("local", options, ExecutorSettings(backend, compile_workers=params.compile_workers))
+    settings = ExecutorSettings(backend, compile_workers=params.compile_workers)
+    executor = make_executor("local", options, settings, make_verifier=make_verifier)
     records: list[Any] = []
     out.mkdir(parents=True, exist_ok=True)
     path = out / PROGRESS_JSONL

@@ -8,14 +8,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from pipeline_helpers import fake_env, real_cpu_build, run_cli, scratch_parent
+from pipeline_helpers import real_cpu_build, run_cli, run_fake_cli, scratch_parent
 
 
 @pytest.fixture(scope="session")
 def fake_build(tmp_path_factory) -> Path:
     """A build dir made by `kernel-archive build` over the bundled CPU candidates with the fake verifier."""
     out = tmp_path_factory.mktemp("fake_build") / "build"
-    done = run_cli("build", "--out", out, "--backend", "cpu", "--generator", "bundled", "--quiet", env=fake_env())
+    done = run_fake_cli("build", "--out", out, "--backend", "cpu", "--generator", "bundled", "--quiet")
     assert done.returncode == 0, done.stderr
     return out
 

@@ -1,8 +1,9 @@
 """Trusted stand-ins for the verify engine, used where a test is about the pipeline, not verification.
 
-`FakeVerifier` is injected into `kernel-archive build` through KA_VERIFIER_FACTORY; `compile_candidate` /
-`evaluate_compiled` serve the Ray executor through KA_RAY_ENGINE. Verdicts follow the bundled
-manifest's designed verdict, so tests can predict them. KA_FAKE_DELAY_S slows each evaluation down so a
+`FakeVerifier` is passed to the build (`Orchestrator(..., make_verifier=FakeVerifier)`, or `fake_cli.py` for the
+command line); this module itself, with `compile_candidate` / `evaluate_compiled`, is the Ray executor's engine
+(`ray_engine=pipeline_fakes`). Verdicts follow the bundled manifest's designed verdict, so tests can predict them;
+the executors stamp every record made here with the stand-in's name. A delay slows each evaluation down so a
 test can kill a build mid-run. Nothing here runs candidate code.
 """
 
@@ -12,6 +13,7 @@ import hashlib
 import os
 import time
 from dataclasses import dataclass
+from functools import partial
 
 from schemas import KernelRecord
 
@@ -52,9 +54,15 @@ def fake_record(candidate, task, options):
 
 
 class FakeVerifier:
-    def __init__(self, options):
+    """A verifier factory of its own (`make_verifier(options, settings)`); `slowed(s)` one that waits s per pair."""
+
+    def __init__(self, options, settings=None, delay_s: float = 0.0):
         self.options = options
-        self.delay_s = float(os.environ.get("KA_FAKE_DELAY_S", "0"))
+        self.delay_s = delay_s
+
+    @classmethod
+    def slowed(cls, delay_s: float):
+        return partial(cls, delay_s=delay_s)
 
     def stream(self, pairs):
         for candidate, task in pairs:
@@ -79,21 +87,46 @@ def evaluate_compiled(compiled, candidate, task, options):
     return record
 
 
-class MachineryFailingVerifier(FakeVerifier):
-    """A verifier whose machinery fails: every pair (KA_FAKE_MACHINERY=always), or the first pair's first try
-    only (KA_FAKE_MACHINERY=once), comes back as an InfrastructureFailure instead of a record."""
+class BrokenEngine:
+    """A Ray engine whose evaluations raise: a bug of the builder's, which says nothing about any kernel."""
 
-    def __init__(self, options):
-        super().__init__(options)
+    compile_candidate = staticmethod(compile_candidate)
+
+    @staticmethod
+    def evaluate_compiled(compiled, candidate, task, options):
+        raise RuntimeError("the engine broke")
+
+
+class SlowEngine:
+    """A Ray engine whose evaluations take a minute: whenever a test looks, the build is mid-evaluation."""
+
+    compile_candidate = staticmethod(compile_candidate)
+
+    @staticmethod
+    def evaluate_compiled(compiled, candidate, task, options):
+        time.sleep(60)
+        return evaluate_compiled(compiled, candidate, task, options)
+
+
+class MachineryFailingVerifier(FakeVerifier):
+    """A verifier whose machinery fails: every pair (`failing("always")`), or the first pair's first try only
+    (`failing("once")`), comes back as an InfrastructureFailure instead of a record."""
+
+    def __init__(self, options, settings=None, mode: str = "always"):
+        super().__init__(options, settings)
+        self.mode = mode
         self.tried: set[tuple[str, str]] = set()
+
+    @classmethod
+    def failing(cls, mode: str):
+        return partial(cls, mode=mode)
 
     def stream(self, pairs):
         from builder.verify.engine.infrastructure import InfrastructureFailure
 
-        mode = os.environ.get("KA_FAKE_MACHINERY", "always")
         for candidate, task in pairs:
             key = (task.id, candidate.kernel_id)
-            if mode == "always" or not self.tried:
+            if self.mode == "always" or not self.tried:
                 self.tried.add(key)
                 yield InfrastructureFailure(candidate, task, "the sandbox did not start: bwrap: fake")
             else:

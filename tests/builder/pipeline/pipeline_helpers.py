@@ -13,15 +13,14 @@ from builder import config
 
 HERE = Path(__file__).resolve().parent
 CLI = [sys.executable, "-c", "from builder.cli import main; main()"]
+FAKE_CLI = [sys.executable, str(HERE / "fake_cli.py")]  # the CLI with a stand-in verifier (fake_cli.py)
 
 
-def fake_env(**extra: str) -> dict[str, str]:
-    """Environment for a CLI subprocess whose verifier is the trusted fake in pipeline_fakes.py."""
+def cli_env(**extra: str) -> dict[str, str]:
+    """This environment, with this checkout first on PYTHONPATH (what `fake_cli.py` and Ray workers import)."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(config.REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(
-        os.pathsep
-    )
-    env[config.VERIFIER_OVERRIDE_ENV] = "pipeline_fakes:FakeVerifier"
+    parts = [str(config.REPO_ROOT), *(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))
     env.update(extra)
     return env
 
@@ -37,10 +36,48 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120)
     )
 
 
+def fake_cli_command(*args: str, fake: tuple[str, ...] = ()) -> list[str]:
+    """The command line of `kernel-archive ARGS` with the fake verifier; `fake`: fake_cli.py's own options."""
+    return [*FAKE_CLI, *fake, "--", *map(str, args)]
+
+
+def run_fake_cli(
+    *args: str, fake: tuple[str, ...] = (), env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
+    """`kernel-archive ARGS` with the trusted fake verifier of pipeline_fakes.py (fake_cli.py)."""
+    return subprocess.run(
+        fake_cli_command(*args, fake=fake),
+        env=env or cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=config.REPO_ROOT,
+    )
+
+
 # The real CPU build shared by the end-to-end tests (conftest.py `e2e`): one task, two bundled .cpp candidates.
 E2E_TASK_FILE = config.TASKS_DIR / "level1" / "1_square_matmul.py"
 E2E_CANDIDATES = config.CANDIDATES_DIR / "cpu" / "level1" / "1_square_matmul"
 E2E_CHOSEN = {"naive.cpp": "correct", "transposed_b.cpp": "incorrect"}
+
+
+def evaluating_ray_workers(root_pid: int) -> list:
+    """The Ray workers under `root_pid` (a build with a Ray of its own) evaluating a candidate right now: their
+    process title is `ray::` and the task's function while they run it (psutil comes with Ray)."""
+    import psutil
+
+    try:
+        descendants = psutil.Process(root_pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    found = []
+    for process in descendants:
+        try:
+            if " ".join(process.cmdline()).startswith("ray::_evaluate_task"):
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
 
 
 def scratch_parent() -> Path:
@@ -65,9 +102,7 @@ def real_cpu_build(root: Path) -> dict:
     (corpus / "candidates.json").write_text(json.dumps({"candidate": entries}))
     (data / "prompts").mkdir()
     shutil.copy(config.PROMPTS_DIR / config.SFT_INSTRUCTION_TEMPLATE, data / "prompts")
-    env = {
-        k: v for k, v in os.environ.items() if k not in (config.VERIFIER_OVERRIDE_ENV, config.RAY_ENGINE_OVERRIDE_ENV)
-    }
+    env = dict(os.environ)
     env.update(KA_DATA_DIR=str(data), KA_CACHE_DIR=str(root / "cache"), PYTHONPATH=str(config.REPO_ROOT))
     args = ["build", "--backend", "cpu", "--generator", "bundled", "--quiet"]
     done = run_cli(*args, "--out", root / "build", env=env, timeout=800)

@@ -1,4 +1,5 @@
-"""The orchestrator: generator driving, resume without duplicates, SIGKILL mid-run, CLI errors."""
+"""The orchestrator: generator driving, resume without duplicates, SIGKILL mid-run, CLI errors, and the stamp on
+records that a stand-in verifier made."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import subprocess
 import time
 
 import pytest
-from pipeline_helpers import CLI, fake_env, run_cli
+from pipeline_fakes import FakeVerifier
+from pipeline_helpers import cli_env, fake_cli_command, run_cli, run_fake_cli
 
 from builder import config
 from builder.candidates import Candidate
@@ -17,6 +19,8 @@ from builder.errors import UsageError
 from builder.generate.base import Generator
 from builder.pipeline import build as build_module
 from builder.pipeline.build import BuildParams, Orchestrator, parse_levels, resolve_generator
+from builder.pipeline.engine_access import ExecutorSettings, make_verify_options
+from builder.pipeline.executors import LocalExecutor
 from builder.pipeline.store import Store
 
 
@@ -62,10 +66,10 @@ class TwoRoundGenerator(Generator):
 
 
 def run_two_rounds(tmp_path, monkeypatch):
-    monkeypatch.setenv(config.VERIFIER_OVERRIDE_ENV, "pipeline_fakes:FakeVerifier")
     generator = TwoRoundGenerator()
     monkeypatch.setattr(Orchestrator, "_make_generator", lambda self, store: generator)
-    orchestrator = Orchestrator(BuildParams(out=tmp_path, backend="cpu", tasks="^1/1$"), show_progress=False)
+    params = BuildParams(out=tmp_path, backend="cpu", tasks="^1/1$")
+    orchestrator = Orchestrator(params, show_progress=False, make_verifier=FakeVerifier)
     orchestrator.run()
     return orchestrator, generator
 
@@ -99,9 +103,9 @@ class KeyHoldingGenerator(Generator):
 
 
 def test_no_stored_record_shows_the_generators_key(tmp_path, monkeypatch):
-    monkeypatch.setenv(config.VERIFIER_OVERRIDE_ENV, "pipeline_fakes:FakeVerifier")
     monkeypatch.setattr(Orchestrator, "_make_generator", lambda self, store: KeyHoldingGenerator())
-    Orchestrator(BuildParams(out=tmp_path, backend="cpu", tasks="^1/1$"), show_progress=False).run()
+    params = BuildParams(out=tmp_path, backend="cpu", tasks="^1/1$")
+    Orchestrator(params, show_progress=False, make_verifier=FakeVerifier).run()
     with Store.open_existing(tmp_path) as store:
         ((code,),) = store.con.execute("SELECT cuda_code FROM records").fetchall()
     assert code == "// made with [redacted]\n"
@@ -111,8 +115,8 @@ def test_sigkill_mid_build_loses_nothing_committed_and_rerun_completes_without_d
     out = tmp_path / "build"
     args = ["build", "--out", str(out), "--backend", "cpu", "--generator", "bundled", "--quiet"]
     proc = subprocess.Popen(
-        [*CLI, *args],
-        env=fake_env(KA_FAKE_DELAY_S="0.4"),
+        fake_cli_command(*args, fake=("--slowed", "0.4")),
+        env=cli_env(),
         cwd=config.REPO_ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -136,7 +140,7 @@ def test_sigkill_mid_build_loses_nothing_committed_and_rerun_completes_without_d
         (run,) = store.builds()
     assert len(survived) >= stored_before_kill  # every commit it reported is on disk
     assert run["state"] == "running"  # killed: never marked finished
-    rerun = run_cli(*args, env=fake_env())
+    rerun = run_fake_cli(*args)
     assert rerun.returncode == 0, rerun.stderr
     with Store.open_existing(out) as store:
         total, distinct = store.con.execute(
@@ -144,7 +148,7 @@ def test_sigkill_mid_build_loses_nothing_committed_and_rerun_completes_without_d
         ).fetchall()[0]
         final = store.done_keys()
         runs = store.builds()
-    bundled = run_cli(*args[:2], str(tmp_path / "fresh"), *args[3:], env=fake_env())
+    bundled = run_fake_cli(*args[:2], str(tmp_path / "fresh"), *args[3:])
     assert bundled.returncode == 0
     with Store.open_existing(tmp_path / "fresh") as store:
         expected = store.done_keys()
@@ -152,9 +156,7 @@ def test_sigkill_mid_build_loses_nothing_committed_and_rerun_completes_without_d
     assert runs[-1]["state"] == "finished" and runs[-1]["counts"]["resumed"] == len(survived)
 
 
-def test_cuda_backend_without_a_gpu_is_a_clear_error(tmp_path, monkeypatch):
-    monkeypatch.delenv(config.VERIFIER_OVERRIDE_ENV, raising=False)
-    monkeypatch.delenv(config.RAY_ENGINE_OVERRIDE_ENV, raising=False)
+def test_cuda_backend_without_a_gpu_is_a_clear_error(tmp_path):
     import torch
 
     if torch.cuda.is_available():
@@ -166,6 +168,21 @@ def test_cuda_backend_without_a_gpu_is_a_clear_error(tmp_path, monkeypatch):
 
 
 def test_cli_build_errors_are_one_line(tmp_path):
-    done = run_cli("build", "--out", tmp_path / "b", "--backend", "cpu", "--tasks", "no-such-task", env=fake_env())
+    done = run_cli("build", "--out", tmp_path / "b", "--backend", "cpu", "--tasks", "no-such-task")
     assert done.returncode == 2
     assert done.stderr.strip().startswith("error: no tasks match") and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_records_a_stand_in_made_are_stamped_with_its_name_and_the_real_engines_are_not(tmp_path, monkeypatch):
+    monkeypatch.setattr(Orchestrator, "_make_generator", lambda self, store: TwoRoundGenerator())
+    params = BuildParams(out=tmp_path, backend="cpu", tasks="^1/1$")
+    Orchestrator(params, show_progress=False, make_verifier=FakeVerifier.slowed(0.0)).run()
+    with Store.open_existing(tmp_path) as store:
+        stamps = {stamp for (stamp,) in store.con.execute("SELECT stand_in_verifier FROM records").fetchall()}
+    assert stamps == {"pipeline_fakes:FakeVerifier"}
+    # The real engine's executor stamps nothing (its stored records: test_e2e_cpu.py, test_ray_cluster_cpu.py).
+    real = LocalExecutor(make_verify_options("cpu", [1]), ExecutorSettings("cpu"))
+    try:
+        assert real.stand_in is None
+    finally:
+        real.close()

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from pipeline_helpers import fake_env, run_cli, scratch_parent
+from pipeline_helpers import run_cli, run_fake_cli, scratch_parent
 
 from builder import config
 from builder.errors import ExitCode
@@ -38,10 +38,8 @@ def executable(folder: Path, name: str, text: str) -> Path:
 
 
 def real_env(root: Path, **extra: str) -> dict[str, str]:
-    """The real engine (no injected verifier) with a cache of the test's own."""
-    env = {
-        k: v for k, v in os.environ.items() if k not in (config.VERIFIER_OVERRIDE_ENV, config.RAY_ENGINE_OVERRIDE_ENV)
-    }
+    """The real engine's environment, with a cache of the test's own."""
+    env = dict(os.environ)
     env.update(KA_CACHE_DIR=str(root / "cache"), PYTHONPATH=str(config.REPO_ROOT), **extra)
     return env
 
@@ -92,9 +90,8 @@ def test_a_compiler_killed_by_a_signal_stops_the_build_before_any_record(root):
 
 
 def test_pairs_the_machinery_keeps_failing_wait_unrecorded_and_stop_the_build(tmp_path):
-    env = fake_env(KA_VERIFIER_FACTORY="pipeline_fakes:MachineryFailingVerifier", KA_FAKE_MACHINERY="always")
-    done = run_cli("build", "--out", tmp_path, "--backend", "cpu", "--generator", "bundled", "--tasks", TASK,
-                   "--quiet", env=env)  # fmt: skip
+    done = run_fake_cli("build", "--out", tmp_path, "--backend", "cpu", "--generator", "bundled", "--tasks", TASK,
+                        "--quiet", fake=("--failing", "always"))  # fmt: skip
     assert done.returncode == ExitCode.INFRASTRUCTURE, done.stderr
     line = done.stderr.strip()
     assert len(line.splitlines()) == 1
@@ -110,9 +107,8 @@ def test_pairs_the_machinery_keeps_failing_wait_unrecorded_and_stop_the_build(tm
 
 
 def test_a_pair_the_machinery_failed_once_is_retried_and_recorded(tmp_path):
-    env = fake_env(KA_VERIFIER_FACTORY="pipeline_fakes:MachineryFailingVerifier", KA_FAKE_MACHINERY="once")
-    done = run_cli("build", "--out", tmp_path, "--backend", "cpu", "--generator", "bundled", "--tasks", TASK,
-                   "--quiet", env=env)  # fmt: skip
+    done = run_fake_cli("build", "--out", tmp_path, "--backend", "cpu", "--generator", "bundled", "--tasks", TASK,
+                        "--quiet", fake=("--failing", "once"))  # fmt: skip
     # The first pair fails, the others are recorded, and its retry is recorded: it waits no more.
     assert done.returncode == 0, done.stderr
     with Store.open_existing(tmp_path) as store:

@@ -29,12 +29,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 def test_real_build_status_export_and_load_dataset(e2e):
     with Store.open_existing(e2e["build"]) as store:
         rows = store.con.execute(
-            "SELECT kernel_name, status, backend, isolation, seeds FROM records ORDER BY kernel_name"
+            "SELECT kernel_name, status, backend, isolation, seeds, stand_in_verifier FROM records ORDER BY kernel_name"
         ).fetchall()
         (run,) = store.builds()
     assert [(name, status) for name, status, *_ in rows] == [("naive", "correct"), ("transposed_b", "incorrect")]
-    assert all(backend == "cpu" and isolation for _, _, backend, isolation, _ in rows)
-    assert all(seeds == run["seeds"] for *_, seeds in rows)  # the build's seeds, recorded with each kernel
+    assert all(backend == "cpu" and isolation for _, _, backend, isolation, *_ in rows)
+    assert all(seeds == run["seeds"] for *_, seeds, _ in rows)  # the build's seeds, recorded with each kernel
+    assert all(stand_in is None for *_, stand_in in rows)  # the real engine made them: no stand-in's stamp
     status = run_cli("status", e2e["build"], env=e2e["env"])
     assert status.returncode == 0 and "2 record(s)" in status.stdout
     out = e2e["root"] / "dataset"

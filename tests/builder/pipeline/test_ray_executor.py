@@ -1,13 +1,25 @@
-"""Ray executor on a local Ray instance (CPU backend): compile and evaluate run as Ray tasks in worker
-processes, the orchestrator stays the only writer. Skipped when Ray is not installed."""
+"""Ray executor on a local Ray instance (CPU backend) with the fake engine of pipeline_fakes.py: compile and
+evaluate run as Ray tasks in worker processes, the orchestrator stays the only writer, records are stamped with
+the stand-in's name, a failed Ray task sends its pair back to the build instead of making a record, workers import
+the checkout the build runs from, and SIGTERM interrupts a Ray build as it does a local one. Skipped when Ray is not
+installed. The real engine on a real cluster: test_ray_cluster_cpu.py."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
 
+import pipeline_fakes
 import pytest
+from pipeline_fakes import BrokenEngine
+from pipeline_helpers import cli_env, evaluating_ray_workers, fake_cli_command
 
 from builder import config
+from builder.errors import InfrastructureError
 from builder.pipeline.build import BuildParams, Orchestrator
 from builder.pipeline.store import Store
 
@@ -16,18 +28,11 @@ ray = pytest.importorskip("ray")
 HERE = os.path.dirname(__file__)
 
 
-@pytest.fixture
-def local_ray(monkeypatch):
-    # Workers import the fake engine by name: put it on the path they inherit.
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([HERE, str(config.REPO_ROOT)]))
-    monkeypatch.setenv(config.RAY_ENGINE_OVERRIDE_ENV, "pipeline_fakes")
-    monkeypatch.delenv(config.VERIFIER_OVERRIDE_ENV, raising=False)
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        runtime_env={"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}},
-    )
+@pytest.fixture(scope="module")
+def local_ray():
+    # Workers import the fake engine by name: this folder on their path, then the checkout.
+    path = os.pathsep.join([HERE, str(config.REPO_ROOT)])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
     yield
     ray.shutdown()
 
@@ -36,21 +41,33 @@ def local_ray(monkeypatch):
 @pytest.mark.timeout(180)
 def test_ray_build_stores_every_record_from_worker_processes(tmp_path, local_ray):
     params = BuildParams(out=tmp_path / "build", backend="cpu", generator="bundled", executor="ray", tasks="^1/1$")
-    orchestrator = Orchestrator(params, show_progress=False)
+    orchestrator = Orchestrator(params, show_progress=False, ray_engine=pipeline_fakes)
     orchestrator.run()
     assert orchestrator.counters.stored > 0
     with Store.open_existing(params.out) as store:
-        rows = store.con.execute("SELECT error FROM records").fetchall()
+        rows = store.con.execute("SELECT error, stand_in_verifier FROM records").fetchall()
         assert store.count() == orchestrator.counters.stored
     pids = set()
-    for (error,) in rows:
+    for error, stand_in in rows:
         compiled_pid, evaluated_pid = (int(part.split()[-1]) for part in error.split(", "))
         pids |= {compiled_pid, evaluated_pid}
+        assert stand_in == "pipeline_fakes"  # a stand-in engine's records say so
     assert os.getpid() not in pids  # nothing ran in the orchestrator's process
     # Resume through Ray too: nothing is submitted twice.
-    again = Orchestrator(params, show_progress=False)
+    again = Orchestrator(params, show_progress=False, ray_engine=pipeline_fakes)
     again.run()
     assert again.counters.stored == 0 and again.counters.resumed == orchestrator.counters.stored
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_failed_ray_task_makes_no_record_its_pair_waits(tmp_path, local_ray):
+    params = BuildParams(out=tmp_path / "build", backend="cpu", generator="bundled", executor="ray", tasks="^1/19$")
+    with pytest.raises(InfrastructureError, match="the Ray task failed: RuntimeError: the engine broke"):
+        Orchestrator(params, show_progress=False, ray_engine=BrokenEngine).run()
+    with Store.open_existing(params.out) as store:
+        assert store.count() == 0
+        assert store.waiting() and all("the engine broke" in w["reason"] for w in store.waiting())
 
 
 def test_an_address_nothing_listens_on_is_a_quick_one_line_error(tmp_path):
@@ -71,3 +88,63 @@ def test_an_address_nothing_listens_on_is_a_quick_one_line_error(tmp_path):
     done = run_cli("build", "--out", tmp_path / "build", "--backend", "cpu", "--executor", "ray",
                    "--ray-address", f"ray://127.0.0.1:{port}", "--tasks", "1/19")  # fmt: skip
     assert done.returncode == 2 and done.stderr.strip().startswith("error: cannot reach the Ray cluster")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_workers_import_the_checkout_the_build_runs_from_wherever_it_lies(tmp_path):
+    # A copy of the project under /tmp and a driver started elsewhere, as an installed `kernel-archive` is: without
+    # the executor's PYTHONPATH its workers would import whatever copy is installed (or none).
+    copy, elsewhere = tmp_path / "checkout", tmp_path / "elsewhere"
+    for package in ("builder", "schemas"):
+        shutil.copytree(config.REPO_ROOT / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
+    elsewhere.mkdir()
+    driver = f"""
+import sys
+sys.path.insert(0, {str(copy)!r})
+import ray
+from builder.pipeline.engine_access import ExecutorSettings
+from builder.pipeline.ray_executor import RayExecutor
+
+def where():
+    import builder
+    return builder.__file__
+
+executor = RayExecutor(None, ExecutorSettings("cpu"))
+print(ray.get(ray.remote(where).remote()))
+executor.close()
+"""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", driver], cwd=elsewhere, env=env, capture_output=True, text=True,
+                          timeout=240)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == str(copy / "builder" / "__init__.py")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_sigterm_mid_build_is_a_prompt_interrupted_exit_that_takes_its_ray_down(tmp_path):
+    # ray.init puts its own SIGTERM handler in, which aborted the build (exit 134, the run left "running").
+    import psutil
+
+    out = tmp_path / "build"
+    args = ["build", "--out", out, "--backend", "cpu", "--generator", "bundled", "--executor", "ray",
+            "--tasks", "^1/19$", "--quiet"]  # fmt: skip
+    env = cli_env(PYTHONPATH=os.pathsep.join([HERE, str(config.REPO_ROOT)]))  # workers import the fake engine
+    build = subprocess.Popen(fake_cli_command(*args, fake=("--ray-engine", "slow")), env=env, cwd=config.REPO_ROOT,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 180
+    while not evaluating_ray_workers(build.pid) and build.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert build.poll() is None, build.communicate()[1][-2000:]
+    ray_processes = psutil.Process(build.pid).children(recursive=True)
+    build.send_signal(signal.SIGTERM)
+    termed = time.monotonic()
+    _, stderr = build.communicate(timeout=120)
+    assert build.returncode == 130, stderr[-2000:]
+    assert time.monotonic() - termed < 30, "the build waited for its evaluations"
+    _, alive = psutil.wait_procs(ray_processes, timeout=30)
+    alive = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]  # a zombie has ended
+    assert not alive, [p.pid for p in alive]  # its Ray, workers and their children, went with it
+    with Store.open_existing(out) as store:
+        assert store.count() == 0 and store.builds()[-1]["state"] == "interrupted"

@@ -7,7 +7,7 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
-from pipeline_helpers import fake_env, run_cli
+from pipeline_helpers import cli_env, run_cli, run_fake_cli
 
 from builder import config
 from builder.errors import UsageError
@@ -134,7 +134,7 @@ def test_default_out_and_pattern(tmp_path):
 
 def test_command_on_an_export_with_the_fake_verifier(fake_dataset, tmp_path):
     out = tmp_path / "report"
-    done = run_cli("reverify", fake_dataset, "--out", out, "--backend", "cpu", "--limit", "5", env=fake_env())
+    done = run_fake_cli("reverify", fake_dataset, "--out", out, "--backend", "cpu", "--limit", "5")
     assert done.returncode == 0, done.stderr
     assert "5 kernel(s) re-verified on cpu; held" in done.stdout
     report = json.loads((out / "report.json").read_text())
@@ -150,8 +150,8 @@ def test_no_written_record_shows_a_secret_the_machine_holds(fake_dataset, tmp_pa
     # report's records, published like an archive, show it redacted, in the journal and in the Parquet file.
     quoted = "torch::Tensor forward"
     out = tmp_path / "report"
-    done = run_cli("reverify", fake_dataset, "--out", out, "--backend", "cpu", "--limit", "3",
-                   env=fake_env(EXAMPLE_API_KEY=quoted))  # fmt: skip
+    done = run_fake_cli("reverify", fake_dataset, "--out", out, "--backend", "cpu", "--limit", "3",
+                        env=cli_env(EXAMPLE_API_KEY=quoted))  # fmt: skip
     assert done.returncode == 0, done.stderr
     codes = pq.read_table(out / "records.parquet").column("cuda_code").to_pylist()
     assert all("[redacted]" in code and quoted not in code for code in codes)
@@ -160,30 +160,29 @@ def test_no_written_record_shows_a_secret_the_machine_holds(fake_dataset, tmp_pa
 
 def test_a_rerun_resumes_after_the_kernels_already_verified(fake_dataset, tmp_path):
     out = tmp_path / "report"
-    first = run_cli("reverify", fake_dataset, "--out", out, "--backend", "cpu", "--limit", "3", env=fake_env())
+    first = run_fake_cli("reverify", fake_dataset, "--out", out, "--backend", "cpu", "--limit", "3")
     assert first.returncode == 0, first.stderr
     journal = (out / "records.jsonl").read_text().splitlines()
     assert len(journal) == 3
     (out / "records.jsonl").write_text("\n".join(journal) + "\n{torn line of a killed run")
-    second = run_cli("reverify", fake_dataset, "--out", out, "--backend", "cpu", "--limit", "5", env=fake_env())
+    second = run_fake_cli("reverify", fake_dataset, "--out", out, "--backend", "cpu", "--limit", "5")
     assert second.returncode == 0, second.stderr
     report = json.loads((out / "report.json").read_text())
     assert report["kernels"] == 5
     lines = [line for line in (out / "records.jsonl").read_text().splitlines() if line.startswith('{"')]
     assert len(lines) == 5  # only the two missing kernels were verified this time
-    third = run_cli("reverify", fake_dataset, "--out", out, "--backend", "cpu", "--limit", "2", "--restart",
-                    env=fake_env())  # fmt: skip
+    third = run_fake_cli("reverify", fake_dataset, "--out", out, "--backend", "cpu", "--limit", "2", "--restart")
     assert third.returncode == 0, third.stderr
     assert len((out / "records.jsonl").read_text().splitlines()) == 2
 
 
 def test_report_only_reports_a_cut_off_run_without_verifying(fake_dataset, tmp_path):
     out = tmp_path / "report"
-    cut = run_cli("reverify", fake_dataset, "--out", out, "--backend", "cpu", "--limit", "3", env=fake_env())
+    cut = run_fake_cli("reverify", fake_dataset, "--out", out, "--backend", "cpu", "--limit", "3")
     assert cut.returncode == 0, cut.stderr
     (out / "report.json").unlink()
     journal = (out / "records.jsonl").read_text()
-    # No fake verifier in the environment: were anything verified, it would take the real (slow) engine.
+    # The shipped command, no fake: were anything verified, it would take the real (slow) engine.
     done = run_cli("reverify", fake_dataset, "--out", out, "--limit", "5", "--report-only")
     assert done.returncode == 0, done.stderr
     report = json.loads((out / "report.json").read_text())
@@ -207,7 +206,7 @@ def test_report_only_reports_a_cut_off_run_without_verifying(fake_dataset, tmp_p
 )
 def test_command_usage_errors_are_one_line(fake_dataset, tmp_path, args, message):
     args = [a.format(dataset=fake_dataset) for a in args]
-    done = run_cli("reverify", *args, "--out", tmp_path / "r", env=fake_env())
+    done = run_fake_cli("reverify", *args, "--out", tmp_path / "r")
     assert done.returncode == 2 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
