@@ -57,7 +57,7 @@ SUSPICIOUS_SPEEDUP = 10.0
 # times (lower quartile over half-blocks) at most what it holds for PyTorch eager in the same window, plus this share of the claimed median runtime,
 # this share of eager's unaccounted time, this many interquartile ranges of eager's unaccounted time over its
 # half-blocks (load from other processes) and a fixed slack per backend (the CPU's cache flush is a 64 MiB write whose
-# time varies by more than a GPU's whole harness). Past that: `timing_mismatch` (window_judge.py). The clock functions
+# time varies by more than a GPU's whole harness). Past that: `timing_mismatch` (judge/window.py). The clock functions
 # themselves are fingerprinted (`tampers_verifier`): this check stands for what native code could hide from that.
 TIMING_ACCOUNT_SHARE = 0.5
 TIMING_ACCOUNT_OVERHEAD_SHARE = 0.25
@@ -73,7 +73,7 @@ TIMED_SAMPLE_RANGES = ((0, 4, 1), (4, 20, 2), (20, 50, 2), (50, 100, 2))
 EAGER_SLOWED_TOLERANCE = {"cuda": 0.5, "cpu": 1.0}
 
 # implausible_runtime: a CUDA runtime below this share of its floor (the outputs and the inputs they depend on at
-# peak DRAM bandwidth, `verify/floor.py`), i.e. more than twice as fast as the memory allows. The margin covers
+# peak DRAM bandwidth, `verify/judge/floor.py`), i.e. more than twice as fast as the memory allows. The margin covers
 # inputs a kernel may legally skip in part and writes left in L2 when it ends; an honest memory-bound kernel
 # reaches 0.8-0.9 of the floor.
 IMPLAUSIBLE_RUNTIME_FRACTION = 0.5
@@ -81,7 +81,7 @@ SIDE_STREAM_TOLERANCE = 0.5  # relative gap between event and synchronized host 
 
 # --- sandbox -----------------------------------------------------------------------------------
 RUN_TIMEOUT_S = 300.0
-REFERENCE_TIMEOUT_S = 600.0  # the clean reference child (verify/reference.py): once per task and seed set
+REFERENCE_TIMEOUT_S = 600.0  # the clean reference child (verify/child/reference.py): once per task and seed set
 # Clean references kept (LRU) as files in the parent's private directory, bounded by bytes and free disk, not a
 # small count: a stream back to more tasks than it held recomputed one per candidate (measured 2026-11-26).
 REFERENCE_CACHE_TASKS, REFERENCE_CACHE_BYTES, REFERENCE_CACHE_MIN_FREE_BYTES = 1024, 64 << 30, 8 << 30
@@ -263,7 +263,7 @@ COMPILE_BATCH_SIZE, COMPILE_FIRST_BATCH_SIZE = 16, 4
 COMPILE_WINDOWS_IN_FLIGHT = 2
 EVAL_POOL_SIZE = 1  # pre-started evaluation processes per GPU worker, beyond the one running
 EVAL_REFILL_AFTER_FIRST_REFERENCE = True  # a taken child's replacement waits for a first reference (pool.py)
-FORK_EVALUATION_CHILDREN = True  # forked from a zygote, each into a bwrap sandbox of its own (verify/zygote.py)
+FORK_EVALUATION_CHILDREN = True  # forked from a zygote, each into a bwrap sandbox of its own (verify/sandbox/zygote.py)
 FORK_REFERENCE_CHILDREN = False  # clean references forked from it: no faster on the GPU (measured)
 ZYGOTE_START_TIMEOUT_S = 300.0  # the zygote's imports (torch, torch._dynamo) on a busy box
 FORK_TIMEOUT_S = 60.0  # a sandbox's holder is up, and a child forked into it, within this
@@ -272,12 +272,12 @@ POOLED_CHILD_READY_NAME, POOLED_CHILD_READY_WAIT_S = "started", 120.0
 # Evaluation workers per device, side by side while each timing window owns it (device_gate.py, docs/architecture.md).
 EVAL_WORKERS_PER_GPU = 8
 EVAL_WORKERS_CPU = 1  # one on the CPU backend, whose checks share the compiles' cores
-ENGINE_PROCESS_PER_GPU = True  # a stream over several GPUs runs an engine process each (verify/device_engines.py)
+ENGINE_PROCESS_PER_GPU = True  # a stream over several GPUs runs an engine process each (verify/engine/device_engines.py)
 ENGINE_STOP_GRACE_S = 30.0  # a stopped engine closes its stream (its children and builds) within this
 ENGINE_PARENT_POLL_S = 1.0  # how often an engine looks whether its builder is still there
 ENGINE_BALANCE_WAIT_S = 30.0  # an engine that has not asked for pairs this long holds the others back no longer
 ENGINE_READING_S = 1.0  # for the stream's last pairs, only an engine that asked this recently holds others back
-ENGINE_HAND_BACK_MIN_PAIRS = 1  # least handed back at the end: its reference goes with it (verify/hand_back.py)
+ENGINE_HAND_BACK_MIN_PAIRS = 1  # least handed back at the end: its reference goes with it (verify/engine/hand_back.py)
 TIMING_CORES_PER_GPU = 2  # cores per GPU for its timing windows alone, if half remain for the rest (device_gate.py)
 BASELINE_TIMEOUT_S = 900.0
 REFERENCE_WARM_WORKERS = 4  # clean references computed ahead of the tasks' first candidates (CUDA builds)
@@ -413,7 +413,7 @@ CPU_MALLOC_TRIM_THRESHOLD = 1 << 30
 CPU_CACHE_FLUSH_BYTES = 64 << 20  # written before each timed CPU call (larger than common L3 slices)
 SIDE_STREAM_CALLS = 5  # calls whose event time is compared with a synchronized host clock
 SIDE_STREAM_MIN_GAP_MS = 0.05  # absolute gap below which event/host disagreement is launch noise
-# The stream-order probe (`verify/stream_order.py`): the device spin before the call (about 10 ms at 2 GHz), how
+# The stream-order probe (`verify/child/stream_order.py`): the device spin before the call (about 10 ms at 2 GHz), how
 # many times it is lengthened (x4) while the host's launch of the call outlasts it, and by how much it must.
 STREAM_ORDER_SPIN_CYCLES = 20_000_000
 STREAM_ORDER_ATTEMPTS = 3

@@ -1,29 +1,9 @@
-"""The verification engine: trusted parent (engine, sandbox, compile, batching, pool, verdict, static_scan,
-extension_symbols) and the untrusted child (child, checks, timing, baselines). See docs/architecture.md.
+"""The verification engine, in layers that import one way (docs/architecture.md, "Layers and the trust boundary"):
 
-Imports are lazy so that `python -m builder.verify.child.main` in a sandbox pulls in only the child side.
+- `protocol/`: what crosses the sandbox boundary; both sides import it;
+- `child/`: the untrusted side, run only in sandboxed children started by module name;
+- `sandbox/`, `compile/`, `judge/`, `engine/`: the trusted parent, which starts and watches the children, builds
+  the candidates, makes the verdict and schedules the stream (`engine.verifier`: `Verifier`, `verify`).
+
+This package imports nothing, so that a sandboxed child loads only the child side.
 """
-
-from __future__ import annotations
-
-import importlib
-from typing import Any
-
-_EXPORTS = {
-    "VerifyOptions": "builder.verify.options",
-    "Verifier": "builder.verify.engine.verifier",
-    "compile_candidate": "builder.verify.engine.verifier",
-    "evaluate_compiled": "builder.verify.engine.verifier",
-    "verify": "builder.verify.engine.verifier",
-    "CompileResult": "builder.verify.compile.extension",
-    "ChildOutcome": "builder.verify.sandbox.process",
-    "run_sandboxed": "builder.verify.sandbox.process",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'builder.verify' has no attribute {name!r}")

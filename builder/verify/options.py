@@ -1,4 +1,4 @@
-"""`VerifyOptions`: how a verification runs (trusted parent side; `engine.py` re-exports it)."""
+"""`VerifyOptions`: how a verification runs (trusted parent side)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Hardened correctness checks of one candidate: the candidate's side (untrusted child).
 
 The candidate's child never computes a reference output that a verdict rests on: the clean reference child
-(`reference.py`) computed them before any candidate code ran, and the trusted parent compares (`judge.py`).
+(`reference.py`) computed them before any candidate code ran, and the trusted parent compares (`judge/outputs.py`).
 This side runs the candidate and keeps what it returned:
 
 - trials with fresh inputs from the job's (secret) seeds, the allocator's free memory NaN-poisoned before

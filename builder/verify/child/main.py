@@ -9,7 +9,7 @@ secret seeds, tolerances and timing counts. The result JSON is written atomicall
 when this process dies before that (segfault, illegal address that kills the context, timeout), the
 parent finds no result and records a crash. Modes: "reference" (the clean reference child: the task's
 outputs, never candidate code), "evaluate" (the candidate's outputs for the parent to judge, then a timing
-window the parent referees once it says they passed: `timing_window.py`), "baseline" (eager and torch.compile of the task), "ncu" (the candidate's calls
+window the parent referees once it says they passed: `child/window.py`), "baseline" (eager and torch.compile of the task), "ncu" (the candidate's calls
 inside an NVTX range for Nsight Compute).
 
 Result fields beyond docs/architecture.md (additions only): `error_origin` ("candidate", "task" or

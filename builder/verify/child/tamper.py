@@ -12,7 +12,7 @@ A fingerprint is taken before the candidate loads and compared after its calls:
   determinism switches, torch-function/dispatch mode stacks, autocast, global nn.Module hooks.
 
 This runs inside the process it checks, so native code could hide from it; the clean reference and the
-judge's probe comparison (`judge.tamper_reason`) do not depend on it. Any difference is `tampers_reference`.
+judge's probe comparison (`judge/outputs.tamper_reason`) do not depend on it. Any difference is `tampers_reference`.
 
 `VerifierGuard` does the same for the verifier's own code in this process (its child-side modules, the clocks, the
 result channel): any change is `tampers_verifier`, reported through a file the parent reads itself.

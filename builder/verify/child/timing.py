@@ -9,7 +9,7 @@ cache-sized write before each call. Every call sees the SAME input buffers (cont
 kernel that caches results by pointer returns stale outputs.
 
 A clean baseline child times eager and torch.compile with `measure`, rotating its input sets and checking every
-output. A candidate's window is refereed by the parent (`timing_window.py`, `referee.py`): each timed call draws
+output. A candidate's window is refereed by the parent (`child/window.py`, `referee.py`): each timed call draws
 fresh inputs from a seed the parent sends, so no content-keyed memo can hit, and its output is committed by digest
 for the parent to judge. The figures the record keeps are the parent's, never this process's claims alone.
 """

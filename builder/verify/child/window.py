@@ -1,6 +1,6 @@
 """The candidate's side of a refereed timing window (untrusted child).
 
-The parent's referee (`referee.py`) says what to run; this process runs it and answers (`window_protocol.py`):
+The parent's referee (`referee.py`) says what to run; this process runs it and answers (`protocol/window.py`):
 in-window warm-up pairs, then half-blocks of the candidate's or PyTorch eager's calls on fresh inputs from the
 parent's seeds, each answered with every call's time and output digest; then the full outputs of the calls the
 parent picks after the half-block ended. Nothing said here is believed on its own: the parent checks the times

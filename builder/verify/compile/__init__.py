@@ -1,1 +1,1 @@
-"""compile"""
+"""Trusted parent: content-addressed, sandboxed builds of candidate sources, alone or shared."""

@@ -10,7 +10,7 @@
    (`judge.apply_findings`: no output is compared twice), and the first output of each timed input set is
    judged against its clean reference.
 3. Once it has said "time", the watcher referees the child's timing window on this process's clock
-   (`referee.py`): the record's runtimes are the referee's, judged by `window_judge.judge_window`, and the child's
+   (`referee.py`): the record's runtimes are the referee's, judged by `judge/window.judge_window`, and the child's
    result file carries none. The checks' flags written beside their outputs and the child's guard file
    (`tampered_path`) are weighed with the result file (`weigh_claims`).
 

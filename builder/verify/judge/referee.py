@@ -1,7 +1,7 @@
 """The trusted parent's referee of a candidate's timing window (trusted side).
 
 Everything in the candidate's process belongs to the candidate, the timer included. So the parent runs the
-window (`window_protocol.py`): it sends each half-block's call indices and fresh input seeds, times the half-block
+window (`protocol/window.py`): it sends each half-block's call indices and fresh input seeds, times the half-block
 on its own clock from its "go" to the child's "done", and, once a half-block has ended, picks the calls whose
 outputs the child must reveal (those with a clean reference, chosen in secret when the task's reference was
 computed). Half-blocks of the candidate and of PyTorch eager alternate, through the same harness, so what the

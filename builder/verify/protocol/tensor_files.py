@@ -1,7 +1,7 @@
 """Named outputs across the sandbox boundary as safetensors files, one per name (both sides).
 
 The candidate's child writes what the candidate returned; the clean reference child writes the reference's
-outputs; the trusted parent reads both and judges (`judge.py`). safetensors is a format made to be read from
+outputs; the trusted parent reads both and judges (`judge/outputs.py`). safetensors is a format made to be read from
 untrusted files: a bounded JSON header and raw tensor bytes, no code, no pickle.
 
 A named value is a tensor or a (nested) tuple/list of tensors, stored flat as `name#0`, `name#1`, ... with

@@ -1,6 +1,6 @@
 """What crosses the sandbox boundary during a timing window (both sides import it).
 
-The trusted parent referees the window (`referee.py`); the candidate's child serves it (`timing_window.py`). They
+The trusted parent referees the window (`referee.py`); the candidate's child serves it (`child/window.py`). They
 talk through two FIFOs in the child's scratch folder, one JSON object per line:
 
     parent -> child                                       child -> parent

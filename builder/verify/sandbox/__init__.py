@@ -1,1 +1,2 @@
-"""sandbox"""
+"""Trusted parent: starting and watching sandboxed children (bubblewrap or a scrubbed process group, the zygote and
+its forked children, pools, process trees, cores)."""

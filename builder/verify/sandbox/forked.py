@@ -7,7 +7,7 @@ the same arguments as an exec'd child's, around a placeholder (`SANDBOX_HOLDER`)
 whose child the zygote forks into it. The parent treats it as any pre-started child: its job goes in on stdin, the
 gate stops and pins it through the sandbox's PID namespace, its timeout counts the same, and killing the sandbox
 kills it. Where the zygote cannot start or a child cannot join, `ForkFailed` says why and the pool execs children
-instead. A clean reference's child may be forked from the same zygote, once it is up (`pool.fork_fresh`).
+instead. A clean reference's child may be forked from the same zygote, once it is up (`engine/children.fork_fresh`).
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def suspect_text(text: str | None) -> str | None:
 
 def compile_suspect(outcome: ChildOutcome, data: dict[str, Any] | None) -> str | None:
     """Why a compile child's failure looks like the machinery's, or None. `data` is its result file (None: it
-    wrote none, not even the one it writes as it starts, so the interpreter never ran `compile_child`)."""
+    wrote none, not even the one it writes as it starts, so the interpreter never ran `child/build.py`)."""
     if outcome.timed_out:
         return None  # a compile that runs past its limit is the source's (nothing is cached for it either)
     if outcome.signal in (signal.SIGKILL, signal.SIGTERM):

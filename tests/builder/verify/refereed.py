@@ -1,5 +1,5 @@
 """A candidate's timing window served and refereed in one process, for trusted fakes: the child's side
-(`timing_window.serve_window`) on a thread, the parent's (`referee.Referee`, `window_judge.judge_window`) here,
+(`timing_window.serve_window`) on a thread, the parent's (`referee.Referee`, `judge/window.judge_window`) here,
 talking through the real messages over an in-process link."""
 
 from __future__ import annotations

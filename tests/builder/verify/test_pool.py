@@ -1,4 +1,4 @@
-"""Fresh children forked from the evaluation children's zygote (pool.fork_fresh): the clean reference's child
+"""Fresh children forked from the evaluation children's zygote (`children.fork_fresh`): the clean reference's child
 where the zygote is up, an exec'd one where it is not (the pool itself: tests/builder/verify/test_engine.py)."""
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ import pytest
 
 from builder import config
 from builder.tasks import load_suite
+from builder.verify.engine import children
 from builder.verify.engine.children import child_env
 from builder.verify.engine.clean_reference import compute_clean_reference
 from builder.verify.options import VerifyOptions
 from builder.verify.protocol.entry_points import CHILD_MODULE
-from builder.verify.sandbox import forked, pool
+from builder.verify.sandbox import forked
 from builder.verify.sandbox.pool import EvalPool
 from tests.builder.verify.test_forked import needs_bwrap
 
@@ -72,7 +73,7 @@ def test_a_clean_reference_forked_from_the_running_zygote_is_the_exec_d_ones(tmp
             super().__init__(*args, **kwargs)
             made.append(self)
 
-    monkeypatch.setattr(pool, "ForkedProcess", CountedFork)
+    monkeypatch.setattr(children, "ForkedProcess", CountedFork)
     task = load_suite().get("1/1")
     options = VerifyOptions(backend="cpu", seeds=[11, 12], trials=2, timeout_s=120, fork_references=True)
     exec_d = compute_clean_reference(task, options, tmp_path / "exec")
@@ -104,7 +105,7 @@ def test_options_that_fork_no_children_fork_no_reference(tmp_path):
     options = VerifyOptions(backend="cpu", seeds=[11], trials=1, fork_children=False, fork_references=True)
     job = {"result_path": str(tmp_path / "result.json")}
     with EvalPool(1, gpu=False, env_extra=child_env(options), child_module=CHILD_MODULE):  # a zygote is up
-        assert pool.fork_fresh(job, tmp_path, options, ()) is None
+        assert children.fork_fresh(job, tmp_path, options, ()) is None
 
 
 FAKE_CHILD = "tests.fixtures.sandbox.fake_child"

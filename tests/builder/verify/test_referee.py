@@ -1,5 +1,5 @@
-"""The parent's referee of a candidate's timing window (referee.py, window_judge.py) against a child served in
-this process (timing_window.py) over the real messages: fresh seeds, the parent's clock, reveals, broken
+"""The parent's referee of a candidate's timing window (referee.py, judge/window.py) against a child served in
+this process (child/window.py) over the real messages: fresh seeds, the parent's clock, reveals, broken
 hand-shakes. Honest windows must pass: a defence that rejects an honest kernel is a defect too."""
 
 from __future__ import annotations
