@@ -272,7 +272,7 @@ POOLED_CHILD_READY_NAME, POOLED_CHILD_READY_WAIT_S = "started", 120.0
 # Evaluation workers per device, side by side while each timing window owns it (device_gate.py, docs/architecture.md).
 EVAL_WORKERS_PER_GPU = 8
 EVAL_WORKERS_CPU = 1  # one on the CPU backend, whose checks share the compiles' cores
-ENGINE_PROCESS_PER_GPU = True  # a stream over several GPUs runs an engine process each (verify/engine/device_engines.py)
+ENGINE_PROCESS_PER_GPU = True  # a stream over several GPUs runs an engine process each (engine/device_engines.py)
 ENGINE_STOP_GRACE_S = 30.0  # a stopped engine closes its stream (its children and builds) within this
 ENGINE_PARENT_POLL_S = 1.0  # how often an engine looks whether its builder is still there
 ENGINE_BALANCE_WAIT_S = 30.0  # an engine that has not asked for pairs this long holds the others back no longer
