@@ -12,10 +12,6 @@ from builder.embed.labels import cluster_labels, label_phrases
 from explorer.query import Archive
 from explorer.sources import default_source, resolve_source
 
-pytestmark = pytest.mark.skipif(
-    not any(config.SAMPLE_ARCHIVE_DIR.glob("data/*.parquet")), reason="no sample archive in data/sample"
-)
-
 
 @pytest.fixture(scope="module")
 def sample() -> Archive:

@@ -7,8 +7,6 @@ investigation shows the design was wrong, with the measurement written beside it
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from builder.generate.bundled import BundledGenerator
@@ -45,10 +43,6 @@ def test_bundled_cuda_candidates_get_their_designed_verdicts():
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
-@pytest.mark.skipif(
-    not os.environ.get("KA_SLOW_TESTS"),
-    reason="one C++ extension build per candidate (~10 min on 2 cores): set KA_SLOW_TESTS=1",
-)
 def test_bundled_cpu_candidates_get_their_designed_verdicts():
     problems = mismatches("cpu")
     assert not problems, "\n".join(problems)

@@ -275,10 +275,8 @@ def test_reverification_reports_the_disagreement(sakana_file, tmp_path):
 
 
 SAMPLE = config.SAMPLE_ARCHIVE_DIR
-needs_sample = pytest.mark.skipif(not any(SAMPLE.glob("data/*.parquet")), reason="no sample archive in data/sample")
 
 
-@needs_sample
 @pytest.mark.parametrize("config_path, kind", [("", "records"), ("data", "records"), ("sakana", "sakana")])
 def test_our_export_imports_with_the_ids_it_stored(config_path, kind, tmp_path):
     stored = pq.read_table(SAMPLE / "data", columns=["task_id", "kernel_id"]).to_pylist()
@@ -295,7 +293,6 @@ def test_our_export_imports_with_the_ids_it_stored(config_path, kind, tmp_path):
         assert batch[0].claimed_correct == (gen.recorded[key]["status"] == "correct")
 
 
-@needs_sample
 def test_cuda_records_are_left_out_on_the_cpu_backend(tmp_path):
     gen = ImportGenerator(str(SAMPLE), backend="cpu", out_dir=tmp_path)
     assert next(gen.run([])) == [] and all("CUDA kernel needs the cuda backend" in note for note in gen.notes)

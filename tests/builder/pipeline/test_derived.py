@@ -64,10 +64,8 @@ def test_render_is_one_pass_and_rejects_unknown_fields():
 
 
 SAMPLE_DEFAULT = config.SAMPLE_ARCHIVE_DIR / "data"
-needs_sample = pytest.mark.skipif(not any(SAMPLE_DEFAULT.glob("*.parquet")), reason="no sample archive in data/sample")
 
 
-@needs_sample
 def test_sakana_functional_column_is_a_complete_runnable_program(tmp_path):
     records = pq.read_table(SAMPLE_DEFAULT, schema=kernel_record_schema())
     relu = records.filter(pc.equal(records.column("task_id"), "1/19")).slice(0, 1)
@@ -84,7 +82,6 @@ def test_sakana_functional_column_is_a_complete_runnable_program(tmp_path):
     assert torch.equal(model(*inputs, fn=module.module_fn), torch.relu(*inputs))
 
 
-@needs_sample
 def test_shipped_sakana_config_is_derived_from_the_default_one():
     records = pq.read_table(SAMPLE_DEFAULT, schema=kernel_record_schema())
     shipped = pq.read_table(config.SAMPLE_ARCHIVE_DIR / "sakana")

@@ -20,8 +20,6 @@ from pipeline_helpers import CLI, evaluating_ray_workers, run_cli
 from builder import config
 from builder.pipeline.store import Store
 
-ray = pytest.importorskip("ray")
-
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 

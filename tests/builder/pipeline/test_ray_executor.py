@@ -15,6 +15,7 @@ import time
 
 import pipeline_fakes
 import pytest
+import ray  # noqa: E402 - a dev dependency: its absence is a failure, not a skip
 from pipeline_fakes import BrokenEngine
 from pipeline_helpers import cli_env, evaluating_ray_workers, fake_cli_command
 
@@ -22,8 +23,6 @@ from builder import config
 from builder.errors import InfrastructureError
 from builder.pipeline.build import BuildParams, Orchestrator
 from builder.pipeline.store import Store
-
-ray = pytest.importorskip("ray")
 
 HERE = os.path.dirname(__file__)
 

@@ -12,8 +12,6 @@ from builder.profile.clang_tidy import normalise_arch, parse_diagnostics, run_cl
 REPO = Path(__file__).resolve().parents[3]
 FIXTURES = REPO / "tests" / "fixtures" / "profile"
 
-pytestmark = pytest.mark.skipif(clang_tidy.clang_tidy_binary() is None, reason="clang-tidy wheel not installed")
-
 
 def _at(result: dict, line: int, check: str) -> list[dict]:
     return [d for d in result["diagnostics"] if d["line"] == line and d["check"] == check]

@@ -78,7 +78,6 @@ def test_a_crashing_profiler_becomes_an_error_field(monkeypatch, no_ncu):
     assert fields["clang_tidy_warnings"] is None
 
 
-@pytest.mark.skipif(clang_tidy.clang_tidy_binary() is None, reason="clang-tidy wheel not installed")
 def test_clang_tidy_runs_when_no_result_is_given(no_ncu):
     fields = profile_record_fields((FIXTURES / "known_bugs.cpp").read_text(), "cpp", backend="cpu")
     tidy = json.loads(fields["clang_tidy"])

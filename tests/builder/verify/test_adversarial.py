@@ -33,15 +33,6 @@ PARALLEL_RUNS = max(2, min(4, os.cpu_count() or 2))
 STREAM_TIMEOUT_S = 60.0
 
 
-def cli_available() -> bool:
-    try:
-        import builder.cli.verify  # noqa: F401
-        import builder.verify.engine.verifier  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def backend_of(fixture: str) -> str:
     return "cuda" if fixture.startswith("cuda/") else "cpu"
 
@@ -212,11 +203,6 @@ def assert_verdict(fixture: str, outcome: dict) -> None:
         assert 0 < record["speed_of_light"] < 1 / config.IMPLAUSIBLE_RUNTIME_FRACTION
 
 
-needs_cli = pytest.mark.skipif(
-    not cli_available(), reason="the parent side (builder.verify.engine.verifier, CLI verify) is not there yet"
-)
-
-
 @pytest.fixture(scope="session")
 def cpu_outcomes(tmp_path_factory):
     return run_all("cpu", tmp_path_factory.mktemp("adversarial_cache_cpu"))
@@ -227,7 +213,6 @@ def cuda_outcomes(tmp_path_factory):
     return run_all("cuda", tmp_path_factory.mktemp("adversarial_cache_cuda"))
 
 
-@needs_cli
 @pytest.mark.slow
 @pytest.mark.timeout(SETUP_TIMEOUT_S)
 @pytest.mark.parametrize("fixture", fixtures_for("cpu"))
@@ -235,7 +220,6 @@ def test_cpu_fixture_verdict(fixture, cpu_outcomes):
     assert_verdict(fixture, cpu_outcomes[fixture])
 
 
-@needs_cli
 @pytest.mark.slow
 @pytest.mark.timeout(SETUP_TIMEOUT_S)
 def test_no_spawned_process_survives_verify(cpu_outcomes):
@@ -249,7 +233,6 @@ def test_no_spawned_process_survives_verify(cpu_outcomes):
     assert not survivors, f"processes started by a candidate outlived verify: {survivors}"
 
 
-@needs_cli
 @pytest.mark.slow
 @pytest.mark.timeout(SETUP_TIMEOUT_S)
 def test_no_candidate_wrote_outside_its_sandbox(cpu_outcomes):
@@ -261,7 +244,6 @@ def test_no_candidate_wrote_outside_its_sandbox(cpu_outcomes):
     assert not escaped, f"a candidate wrote on the host from inside its sandbox: {escaped}"
 
 
-@needs_cli
 @pytest.mark.gpu
 @pytest.mark.timeout(SETUP_TIMEOUT_S)
 @pytest.mark.parametrize("fixture", fixtures_for("cuda"))
@@ -279,7 +261,6 @@ def cuda_stream_outcomes(tmp_path_factory):
     return run_stream("cuda", tmp_path_factory.mktemp("adversarial_stream_cuda"))
 
 
-@needs_cli
 @pytest.mark.slow
 @pytest.mark.timeout(SETUP_TIMEOUT_S)
 @pytest.mark.parametrize("fixture", fixtures_for("cpu"))
@@ -287,7 +268,6 @@ def test_cpu_fixture_verdict_in_a_stream(fixture, cpu_stream_outcomes):
     assert_verdict(fixture, cpu_stream_outcomes[fixture])
 
 
-@needs_cli
 @pytest.mark.gpu
 @pytest.mark.timeout(SETUP_TIMEOUT_S)
 @pytest.mark.parametrize("fixture", fixtures_for("cuda"))
@@ -295,7 +275,6 @@ def test_cuda_fixture_verdict_in_a_stream(fixture, cuda_stream_outcomes):
     assert_verdict(fixture, cuda_stream_outcomes[fixture])
 
 
-@needs_cli
 @pytest.mark.gpu
 @pytest.mark.timeout(SETUP_TIMEOUT_S)
 def test_cuda_fixtures_record_the_work_queues_they_ran_with(cuda_stream_outcomes):
@@ -320,7 +299,6 @@ def cuda_driver_queue_stream_outcomes(tmp_path_factory):
     return run_stream("cuda", tmp_path_factory.mktemp("adversarial_stream_cuda_driver_queues"), work_queues=0)
 
 
-@needs_cli
 @pytest.mark.gpu
 @pytest.mark.timeout(SETUP_TIMEOUT_S)
 @pytest.mark.parametrize("fixture", fixtures_for("cuda"))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -41,7 +40,6 @@ def test_usage_errors_are_one_line_with_exit_2(args, fragment):
     assert "Traceback" not in done.stderr and done.stdout == ""
 
 
-@pytest.mark.skipif(importlib.util.find_spec("builder.verify.child.main") is None, reason="child side not present")
 def test_json_record_for_an_incorrect_model_new_exits_0_without_the_builders_secrets(tmp_path):
     quoted = "return torch.zeros"  # a key that the candidate's source holds, as its record does
     done = run_cli(str(FIXTURES / "zeros_model_new.py"), "--task", "1/1", "--backend", "cpu", "--json",
