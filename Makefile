@@ -16,7 +16,7 @@ LEVELS ?= 1,2,3
 TASKS ?=
 HF_REPO_ID ?=
 
-.PHONY: setup test test-gpu build-archive explore bench lint clean
+.PHONY: setup test test-slow test-gpu build-archive explore bench lint clean
 
 $(VENV)/.installed: pyproject.toml
 	@if [ -n "$(HAS_GPU)" ]; then \
@@ -30,8 +30,13 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
+# `make test`: every test but those marked slow (real CPU builds of whole streams, a Ray cluster, the bundled
+# candidates' verdicts); `make test-slow` runs those, and CI runs both.
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not slow"
+
+test-slow: setup
+	$(PY) -m pytest -q -m slow
 
 test-gpu: setup
 	$(PY) -m pytest -q -m gpu

@@ -25,6 +25,7 @@ WAIT_MS = 90_000  # a loaded 2-core CI box; pages normally render in a second or
 
 pytestmark = [
     pytest.mark.browser,
+    pytest.mark.slow,  # a Streamlit server driven by headless Chromium, page by page
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian chromium at /usr/bin/chromium"),
 ]
 

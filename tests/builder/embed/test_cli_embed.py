@@ -27,6 +27,7 @@ def counting_factory(minilm):
     return factory_for, spies
 
 
+@pytest.mark.slow  # three embed runs over an archive (~60 s)
 def test_embed_fills_every_column_incrementally(tmp_path, counting_factory):
     factory_for, _ = counting_factory
     records = make_records(N_ROWS + 5, seed=1)

@@ -158,6 +158,7 @@ def test_no_written_record_shows_a_secret_the_machine_holds(fake_dataset, tmp_pa
     assert quoted not in (out / "records.jsonl").read_text()
 
 
+@pytest.mark.slow  # two real re-verification runs (~15 s)
 def test_a_rerun_resumes_after_the_kernels_already_verified(fake_dataset, tmp_path):
     out = tmp_path / "report"
     first = run_fake_cli("reverify", fake_dataset, "--out", out, "--backend", "cpu", "--limit", "3")

@@ -44,6 +44,7 @@ def test_counts_match_diagnostics(known_bugs):
     assert {d["line"] for d in known_bugs["diagnostics"]} == {6, 11, 14}
 
 
+@pytest.mark.slow  # clang-tidy through torch's headers (~40 s)
 def test_cpp_mode_with_torch_headers():
     """The realistic case: a CPU extension including <torch/extension.h> (slowest test here, ~25 s)."""
     # a generous limit: torch headers take ~25 CPU s, and a loaded CI machine may stretch the wall time
@@ -62,6 +63,7 @@ def test_cuda_mode_finds_bug_in_cu_file():
     assert [d["column"] for d in _at(result, 12, "bugprone-use-after-move")] == [27]
 
 
+@pytest.mark.slow  # clang-tidy through torch's headers (~40 s)
 @pytest.mark.skipif(clang_tidy.cuda_toolkit_root() is None, reason="no CUDA toolkit headers on this machine")
 def test_cuda_mode_parses_a_torch_extension_candidate_completely():
     # A real candidate: torch/extension.h pulls c10/cuda headers, which a CPU build of torch cannot satisfy alone.

@@ -124,6 +124,7 @@ def read_result(job_path: Path) -> dict:
     return json.loads(Path(json.loads(job_path.read_text())["result_path"]).read_text())
 
 
+@pytest.mark.slow  # a shared C++ build of the fixtures (~50 s on 2 cores)
 def test_compiled_correct_candidate_from_shared_build(tmp_path, shared_cpu_build, clean_reference):
     library, module = shared_cpu_build
     result = evaluate(tmp_path, clean_reference, library=(library, module, "c0."))
@@ -161,6 +162,7 @@ def test_the_jobs_wait_for_the_childs_start_up_is_a_phase_from_the_parents_clock
     assert "wait_for_start_up" not in _Phases(None).seconds and "wait_for_start_up" not in _Phases("x").seconds
 
 
+@pytest.mark.slow  # a shared C++ build of the fixtures (~50 s on 2 cores)
 def test_compiled_first_row_only_candidate_is_caught(tmp_path, shared_cpu_build, clean_reference):
     library, module = shared_cpu_build
     result = evaluate(tmp_path, clean_reference, library=(library, module, "c1."))
@@ -172,6 +174,7 @@ def test_compiled_first_row_only_candidate_is_caught(tmp_path, shared_cpu_build,
     assert not result.get("runtime")  # an incorrect candidate is never timed: the parent said stop
 
 
+@pytest.mark.slow  # a shared C++ build of the fixtures (~50 s on 2 cores)
 def test_missing_symbol_is_a_runtime_error(tmp_path, shared_cpu_build, clean_reference):
     library, module = shared_cpu_build
     result = evaluate(tmp_path, clean_reference, library=(library, module, "c7."))

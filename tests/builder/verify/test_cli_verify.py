@@ -40,6 +40,7 @@ def test_usage_errors_are_one_line_with_exit_2(args, fragment):
     assert "Traceback" not in done.stderr and done.stdout == ""
 
 
+@pytest.mark.slow  # a whole CLI verification (~35 s)
 def test_json_record_for_an_incorrect_model_new_exits_0_without_the_builders_secrets(tmp_path):
     quoted = "return torch.zeros"  # a key that the candidate's source holds, as its record does
     done = run_cli(str(FIXTURES / "zeros_model_new.py"), "--task", "1/1", "--backend", "cpu", "--json",

@@ -30,6 +30,8 @@ from builder.verify.engine.one_kernel import compile_candidate
 from builder.verify.options import VerifyOptions
 from builder.verify.sandbox.process import SandboxCancelled, run_sandboxed
 
+pytestmark = pytest.mark.slow  # real C++ extension builds (~20-40 s each on 2 cores)
+
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sandbox"
 
 

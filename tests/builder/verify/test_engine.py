@@ -124,6 +124,7 @@ def test_on_the_cpu_an_eager_slowed_in_the_window_leaves_the_speedup_to_the_clea
     assert "speedup against a clean process's eager, not this window's" in record.timing_method
 
 
+@pytest.mark.slow  # several real streams (~15-20 s)
 def test_a_cached_baseline_far_from_the_window_is_measured_again_once(task, options):
     options = options.with_seeds()
     baselines = BaselineCache(options.baseline_cache_dir)
@@ -414,6 +415,7 @@ def test_the_next_windows_builds_start_while_the_last_window_still_builds(task, 
     assert min(third_window) >= max(second_window_ends)  # two windows at most building at once
 
 
+@pytest.mark.slow  # several real streams (~15-20 s)
 def test_a_stream_batched_otherwise_builds_none_of_the_last_streams_candidates_again(task, options, monkeypatch):
     """A resumed or re-sized run batches the same candidates into other shared builds (other sources, other keys):
     each candidate is found in the build it had, and nothing is built twice."""
