@@ -30,9 +30,11 @@ from builder.verify.engine.one_kernel import compile_candidate
 from builder.verify.options import VerifyOptions
 from builder.verify.sandbox.process import SandboxCancelled, run_sandboxed
 
-pytestmark = pytest.mark.slow  # real C++ extension builds (~20-40 s each on 2 cores)
-
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sandbox"
+# The tests that use a finished real build (the session's shared builds, ~20-40 s each on 2 cores, or a rebuild) run
+# with `make test-slow`; the planning, wrapping, bisecting and log-reading tests (fake builds) and the builds stopped
+# within a second stay in `make test`.
+real_build = pytest.mark.slow
 
 
 def fixture(name: str) -> str:
@@ -88,6 +90,7 @@ def call_forward(library_path: str, module_name: str, calls: list[tuple[str, int
     return [int(line.split()[1]) for line in outcome.stdout_tail.splitlines() if line.startswith("RESULT")]
 
 
+@real_build
 def test_two_good_candidates_share_one_build_and_both_work(shared_pair):
     first, second = shared_pair
     assert first.ok and second.ok, (first.error, second.error)
@@ -96,6 +99,7 @@ def test_two_good_candidates_share_one_build_and_both_work(shared_pair):
     assert call_forward(first.library_path, first.module_name, [(first.symbol, 41), (second.symbol, 21)]) == [42, 42]
 
 
+@real_build
 def test_candidate_with_define_is_built_alone(mixed_batch):
     _, with_define, _ = mixed_batch
     assert with_define.ok, with_define.error
@@ -103,6 +107,7 @@ def test_candidate_with_define_is_built_alone(mixed_batch):
     assert call_forward(with_define.library_path, with_define.module_name, [("forward", 5)]) == [5 + 7]
 
 
+@real_build
 def test_broken_candidate_does_not_fail_its_batch_and_gets_its_own_message(mixed_batch):
     good, with_define, broken = mixed_batch
     assert good.ok, good.error
@@ -113,6 +118,7 @@ def test_broken_candidate_does_not_fail_its_batch_and_gets_its_own_message(mixed
     assert "ka_c0" not in broken.error  # the message is from its own build, not the failed batch
 
 
+@real_build
 def test_second_compile_is_a_cache_hit(build, mixed_batch):
     first = mixed_batch[0]
     again = build(fixture("add_three.cpp"), "cpp")
@@ -123,6 +129,7 @@ def test_second_compile_is_a_cache_hit(build, mixed_batch):
     assert failed_again.cached and not failed_again.ok and "not_declared_anywhere" in failed_again.error
 
 
+@real_build
 def test_a_member_of_a_shared_build_is_found_again_however_the_next_run_batches_it(shared_pair, mixed_batch, cache_dir):
     """The pair again in the other order (another shared source, another key) and the broken candidate beside
     them: nothing is built, each gets the build it had, the failure its own message."""
@@ -146,6 +153,7 @@ def test_a_member_of_a_shared_build_is_found_again_however_the_next_run_batches_
     assert recall(fixture("uses_define.cpp") + "// never built\n", "cpp") is None
 
 
+@real_build
 def test_one_candidate_verified_alone_uses_the_shared_build_it_was_in(shared_pair, cache_dir):
     """`kernel-archive verify` (and the Ray executor) compile one candidate: a kernel from a build is not rebuilt."""
     candidate = Candidate(task_id="1/1", source=fixture("times_two.cpp"), language="cpp", kernel_name="times_two")
@@ -153,6 +161,7 @@ def test_one_candidate_verified_alone_uses_the_shared_build_it_was_in(shared_pai
     assert compiled.cached and compiled.library_path == shared_pair[1].library_path and compiled.symbol == "c1.forward"
 
 
+@real_build
 def test_a_member_is_not_recalled_from_a_shared_build_that_is_gone_or_failed(shared_pair, mixed_batch, cache_dir):
     """A member entry whose shared build was removed, or points at a failed build, is no build: build it again."""
     gone = fixture("add_one.cpp") + "// its shared build was removed\n"
@@ -262,12 +271,14 @@ def test_compiler_excerpt_keeps_the_first_error_lines():
     assert compiler_excerpt("short log") == "short log"
 
 
+@real_build
 def test_result_json_of_a_cached_build_is_readable(shared_pair, cache_dir):
     library = Path(shared_pair[0].library_path)
     data = json.loads((library.parent / "result.json").read_text())
     assert data["ok"] and data["library_path"] == str(library)
 
 
+@real_build
 def test_baton_left_by_a_killed_compile_does_not_block_the_rerun(tmp_path):
     # A build killed mid-compile (SIGKILL, timeout) leaves torch's "lock" baton in the build dir; the rerun
     # must compile instead of waiting on it until its own timeout.
@@ -409,6 +420,7 @@ def test_blame_bisects_when_an_error_lies_outside_every_candidate():
     assert batching.blame(CompileResult(ok=False), source) == set()
 
 
+@real_build
 def test_a_real_compiler_log_blames_the_broken_member_of_its_shared_build(build, mixed_batch):
     sources = [(fixture("add_three.cpp"), "cpp"), (fixture("uses_define.cpp"), "cpp"), (fixture("broken.cpp"), "cpp")]
     (group,), _, _ = batching.plan_batches(sources)
