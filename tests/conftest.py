@@ -15,6 +15,14 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("KA_BYTECODE_DIR", str(Path.home() / ".cache" / "kernel-archive" / "bytecode"))
 
 
+@pytest.fixture(scope="session")
+def shared_cache_dir(tmp_path_factory) -> Path:
+    """One builder cache (`KA_CACHE_DIR`'s layout: `compile/`, `baselines/`, ...) for the session's tests that test
+    what is built rather than the cache: a source one of them compiled (~20-40 s of a core through torch's headers)
+    is found built by the next, and a task's baselines are measured once. Tests of the caches keep their own."""
+    return tmp_path_factory.mktemp("shared-cache")
+
+
 def _has_cuda() -> bool:
     try:
         import torch

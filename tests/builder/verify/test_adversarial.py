@@ -203,14 +203,16 @@ def assert_verdict(fixture: str, outcome: dict) -> None:
         assert 0 < record["speed_of_light"] < 1 / config.IMPLAUSIBLE_RUNTIME_FRACTION
 
 
+# The CLI runs build each fixture alone, as other tests of the session do (test_extension_symbols): they share the
+# session's cache. The streams below keep caches of their own, so that their shared builds start from nothing.
 @pytest.fixture(scope="session")
-def cpu_outcomes(tmp_path_factory):
-    return run_all("cpu", tmp_path_factory.mktemp("adversarial_cache_cpu"))
+def cpu_outcomes(shared_cache_dir):
+    return run_all("cpu", shared_cache_dir)
 
 
 @pytest.fixture(scope="session")
-def cuda_outcomes(tmp_path_factory):
-    return run_all("cuda", tmp_path_factory.mktemp("adversarial_cache_cuda"))
+def cuda_outcomes(shared_cache_dir):
+    return run_all("cuda", shared_cache_dir)
 
 
 @pytest.mark.slow
@@ -257,8 +259,13 @@ def cpu_stream_outcomes(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def cuda_stream_outcomes(tmp_path_factory):
-    return run_stream("cuda", tmp_path_factory.mktemp("adversarial_stream_cuda"))
+def cuda_stream_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("adversarial_stream_cuda")
+
+
+@pytest.fixture(scope="session")
+def cuda_stream_outcomes(cuda_stream_cache):
+    return run_stream("cuda", cuda_stream_cache)
 
 
 @pytest.mark.slow
@@ -295,8 +302,9 @@ def test_cuda_fixtures_record_the_work_queues_they_ran_with(cuda_stream_outcomes
 
 
 @pytest.fixture(scope="session")
-def cuda_driver_queue_stream_outcomes(tmp_path_factory):
-    return run_stream("cuda", tmp_path_factory.mktemp("adversarial_stream_cuda_driver_queues"), work_queues=0)
+def cuda_driver_queue_stream_outcomes(cuda_stream_cache, cuda_stream_outcomes):
+    # After the first CUDA stream, in its cache: its builds (~36 s of nvcc each) are found, what differs is the queues.
+    return run_stream("cuda", cuda_stream_cache, work_queues=0)
 
 
 @pytest.mark.gpu

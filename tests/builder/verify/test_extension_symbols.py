@@ -160,8 +160,9 @@ ATTACKS = {
 
 
 @pytest.fixture(scope="module")
-def builds(tmp_path_factory):
-    cache = tmp_path_factory.mktemp("symbol_builds")
+def builds(shared_cache_dir):
+    # The session's shared compile cache: test_adversarial's CLI runs built these fixtures alone, as here.
+    cache = shared_cache_dir / "compile"
     paths = [FIXTURES / name for name in [*HONEST_CPU, *ATTACKS]] + [REPO / name for name in BUNDLED_CPU]
     with ThreadPoolExecutor(max(1, min(len(paths), os.cpu_count() or 1))) as pool:  # one build a core
         built = pool.map(lambda path: build_extension(path.read_text(), "cpp", "cpu", cache_dir=cache), paths)
@@ -199,8 +200,8 @@ ATTACKS_CUDA = {"cuda/torch_ops_cuda_namespace_pasted.cu": "at::cuda::mm("}
 
 
 @pytest.fixture(scope="module")
-def cuda_builds(tmp_path_factory):
-    cache = tmp_path_factory.mktemp("symbol_builds_cuda")
+def cuda_builds(shared_cache_dir):
+    cache = shared_cache_dir / "compile"
     names = [*HONEST_CUDA, *ATTACKS_CUDA]
     return {name: build_extension((FIXTURES / name).read_text(), "cuda", "cuda", cache_dir=cache) for name in names}
 
