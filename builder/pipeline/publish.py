@@ -4,6 +4,10 @@ The token comes from HF_TOKEN or the huggingface_hub login (`huggingface_hub.get
 points the client at another Hub (tests use a loopback server). Past config.UPLOAD_LARGE_FOLDER_BYTES
 the resumable `upload_large_folder` is used where this huggingface_hub has it (newer versions fold
 resumable, multi-commit uploads into `upload_folder` itself when hf_xet is installed).
+
+A dataset holding any record that a stand-in verifier made (`stand_in_verifier` set: a test's or an
+experiment's fake engine, whose verdicts and timings nobody measured) is refused, dry run included: what is
+published as verified was verified.
 """
 
 from __future__ import annotations
@@ -48,6 +52,23 @@ def plan_upload(dataset_dir: Path) -> list[tuple[str, int]]:
     return files
 
 
+def stand_in_records(dataset_dir: Path) -> dict[str, int]:
+    """{stand-in name: records} in the dataset's default config; {} when the real engine made every record (or
+    the export predates the field)."""
+    import pyarrow.parquet as pq
+
+    from builder.pipeline.export import CONFIG_FOLDERS
+
+    counts: dict[str, int] = {}
+    for path in sorted((Path(dataset_dir) / CONFIG_FOLDERS["default"]).glob("*.parquet")):
+        if "stand_in_verifier" not in pq.read_schema(path).names:
+            continue
+        for name in pq.read_table(path, columns=["stand_in_verifier"]).column(0).to_pylist():
+            if name is not None:
+                counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
 def resolve_token() -> str | None:
     from huggingface_hub import get_token
 
@@ -58,6 +79,12 @@ def publish_dataset(dataset_dir: Path, repo_id: str, private: bool = False, dry_
     if not REPO_ID.match(repo_id):
         raise UsageError(f"--repo-id {repo_id!r}: expected ORG/NAME")
     files = plan_upload(dataset_dir)
+    if stand_ins := stand_in_records(dataset_dir):
+        named = ", ".join(f"{count} by {name}" for name, count in sorted(stand_ins.items()))
+        raise ArchiveError(
+            f"{dataset_dir}: {sum(stand_ins.values())} record(s) were made by a stand-in verifier ({named}), not "
+            "verified: publish refuses them; build those tasks with the real engine and export again"
+        )
     result = PublishResult(repo_id=repo_id, files=files)
     if dry_run:
         return result

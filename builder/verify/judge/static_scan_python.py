@@ -210,6 +210,8 @@ def scan_python(source: str) -> dict[str, str]:
         notes["uses_torch_ops"] = "C++ in the source's strings calls " + ", ".join(strings)
     elif not own_kernel and (call := _torch_compute_call(tree, names)):
         notes["uses_torch_ops"] = f"source has no kernel of its own and calls {call}"
+    elif not own_kernel and (expression := _tensor_arithmetic(tree)):
+        notes["uses_torch_ops"] = f"source has no kernel of its own and computes {expression} with torch's operators"
     return notes
 
 
@@ -227,6 +229,59 @@ def _extension_names(tree: ast.AST) -> set[str]:
                     if isinstance(target, (ast.Name, ast.Attribute)):
                         names.add(_dotted(target).split(".")[-1])
     return names
+
+
+_SHAPE_ATTRIBUTES = {"shape", "size", "dim", "ndim", "numel", "dtype", "device", "stride", "is_contiguous"}
+_ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
+
+
+def _tensor_arithmetic(tree: ast.AST) -> str | None:
+    """Arithmetic on a method's arguments or the module's attributes outside __init__ (`x * self.weight`), as
+    source text. With no kernel of the candidate's own in sight those operands are tensors, so torch's operators
+    do the work; shape arithmetic (`x.shape[0] * 2`) is not compute."""
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef) or function.name == "__init__":
+            continue
+        arguments = {arg.arg for arg in function.args.args + function.args.kwonlyargs} - {"self"}
+        for _ in range(_ALIAS_PASSES):  # `y = x.clone()` makes y a tensor too
+            for node in ast.walk(function):
+                if isinstance(node, ast.Assign) and _names_a_tensor(node.value, arguments):
+                    arguments |= {target.id for target in node.targets if isinstance(target, ast.Name)}
+        for node in ast.walk(function):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, _ARITHMETIC):
+                operands = [node.left, node.right]
+            elif isinstance(node, ast.AugAssign) and isinstance(node.op, _ARITHMETIC):
+                operands = [node.target, node.value]
+            elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+                operands = [node.operand]
+            else:
+                continue
+            if any(_names_a_tensor(operand, arguments) for operand in operands):
+                return ast.unparse(node)
+    return None
+
+
+def _names_a_tensor(node: ast.AST, arguments: set[str]) -> bool:
+    """An argument or `self.<attribute>` used as a value, not only for its shape or dtype."""
+    if isinstance(node, ast.Name):
+        return node.id in arguments
+    if isinstance(node, ast.Attribute):
+        if node.attr in _SHAPE_ATTRIBUTES:
+            return False
+        return isinstance(node.value, ast.Name) and node.value.id == "self" or _names_a_tensor(node.value, arguments)
+    if isinstance(node, ast.Subscript):
+        return _names_a_tensor(node.value, arguments)
+    if isinstance(node, ast.Call):
+        return (
+            isinstance(node.func, ast.Attribute)
+            and node.func.attr not in _SHAPE_ATTRIBUTES
+            and (_names_a_tensor(node.func.value, arguments))
+        )
+    if isinstance(node, (ast.BinOp, ast.UnaryOp)):
+        return any(
+            _names_a_tensor(child, arguments) for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr)
+        )
+    return False
 
 
 def _torch_compute_call(tree: ast.AST, names: _Names) -> str | None:

@@ -49,6 +49,8 @@ def test_real_build_status_export_and_load_dataset(e2e):
     assert len(sft) == 1 and "torch::Tensor forward" in sft[0]["completion"]
     preference = datasets.load_dataset(str(out), "preference", cache_dir=cache)["train"]
     assert len(preference) == 1 and preference[0]["rejected_status"] == "incorrect"
+    planned = run_cli("publish", out, "--repo-id", "org/kernels", "--dry-run", env=e2e["env"])
+    assert planned.returncode == 0 and "would go to org/kernels" in planned.stdout, planned.stderr  # no stand-in
 
 
 def test_real_engine_sigkill_mid_build_then_resume(e2e):

@@ -10,10 +10,8 @@ from test_store import make_record
 
 from builder.pipeline import tidy_pass
 from builder.pipeline.store import Store
-from builder.profile.clang_tidy import CLANG_TIDY_MISSING, clang_tidy_binary
+from builder.profile.clang_tidy import CLANG_TIDY_MISSING
 from builder.tasks import load_suite
-
-needs_clang_tidy = pytest.mark.skipif(clang_tidy_binary() is None, reason="the clang-tidy wheel is not installed")
 
 # Plain C++ (no torch headers) keeps each clang-tidy run under a second; the branch clone is a real finding.
 CPP_WITH_FINDING = """\
@@ -58,7 +56,6 @@ def test_only_sources_clang_tidy_never_read_are_pending(build_dir):
     assert redo == ["done", "needs", "never", "timed_out"]  # python sources are never clang-tidy's
 
 
-@needs_clang_tidy
 def test_tidy_fills_the_fields_and_a_rerun_has_nothing_left(build_dir):
     summary = tidy_pass.run(build_dir, workers=2)
     assert (summary.pending, summary.updated, summary.failed) == (2, 2, 0)
@@ -98,7 +95,6 @@ def write_export(folder, rows):
     return folder
 
 
-@needs_clang_tidy
 def test_reuse_takes_identical_analyses_and_analyses_the_rest(build_dir, tmp_path):
     from builder import config
     from builder.profile.clang_tidy import clang_tidy_version
@@ -129,7 +125,6 @@ def test_reuse_takes_identical_analyses_and_analyses_the_rest(build_dir, tmp_pat
     assert "taken-from-the-export" not in text
 
 
-@needs_clang_tidy
 def test_reuse_from_a_folder_without_records_is_one_line_exit_2(build_dir, tmp_path):
     done = run_cli("tidy", build_dir, "--reuse", tmp_path / "empty")
     assert done.returncode == 2 and done.stderr.startswith("error: ") and len(done.stderr.strip().splitlines()) == 1

@@ -150,6 +150,26 @@ def test_python_without_own_kernel_doing_torch_compute_is_flagged():
     assert scan(source, "python") == {"uses_torch_ops"}
 
 
+@pytest.mark.parametrize(
+    "body", ["return x * self.weight + self.bias", "y = x.clone(); y *= 2; return y", "return -x[:, 1:]"]
+)
+def test_python_without_own_kernel_doing_tensor_arithmetic_is_flagged(body):
+    """Operators on tensors are torch ops: with no kernel of its own, the candidate's work is PyTorch's (the
+    child's CPU census alone is a timing share that a loaded machine can push under its threshold)."""
+    source = f"import torch\nclass ModelNew:\n    def forward(self, x):\n        {body}\n"
+    notes = scan_notes(source, "python")
+    assert set(notes) == {"uses_torch_ops"} and "torch's operators" in notes["uses_torch_ops"], notes
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["return torch.zeros(x.shape[0] * 2)", "n = x.numel() - 1; return torch.full_like(x, n)", "return 2 * 3"],
+)
+def test_python_shape_arithmetic_is_not_tensor_compute(body):
+    source = f"import torch\nclass ModelNew:\n    def forward(self, x):\n        {body}\n"
+    assert scan(source, "python") == set()
+
+
 def test_python_syntax_error_yields_no_flags():
     assert scan("def broken(:\n", "python") == set()
 
