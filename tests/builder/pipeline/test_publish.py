@@ -72,9 +72,7 @@ def test_publish_without_a_token_is_one_line_exit_1(dataset, tmp_path):
 
 def test_failed_upload_is_one_line_exit_1(dataset, tmp_path):
     with FakeHub(fail_commits=True) as hub:
-        done = run_cli(
-            "publish", dataset, "--repo-id", "org/kernels", env=hub_env(hub.endpoint, "hf_secret", tmp_path)
-        )
+        done = run_cli("publish", dataset, "--repo-id", "org/kernels", env=hub_env(hub.endpoint, "hf_secret", tmp_path))
     assert "upload to org/kernels failed" in one_line_error(done, 1)
 
 
