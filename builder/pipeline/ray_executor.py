@@ -9,6 +9,11 @@ same checkout at the same path. On a multi-node cluster the compile cache should
 an evaluation lands on a node where the compiled library is missing, it recompiles there (content-addressed,
 so the same build).
 
+Before the first candidate, the engine's control kernel (`control_check`) runs on every node that evaluates, with
+the resources an evaluation takes there: a node that cannot verify a known-good kernel stops the build with one
+line before anything is stored. Each evaluation task runs it too, where it has not passed on that node and device
+lately (a marker file makes that free), so a node that joins later is checked before its first verdict.
+
 A Ray task that fails (its worker killed, its node lost, the engine raising) says nothing about the kernel,
 which runs only in the engine's sandboxed children: the pair comes back as an `InfrastructureFailure`, which
 the build puts back in its queue, never as a record.
@@ -27,7 +32,7 @@ from typing import Any
 
 from builder import config
 from builder.candidates import Candidate
-from builder.errors import UsageError
+from builder.errors import InfrastructureError, UsageError
 from builder.pipeline.engine_access import ExecutorSettings, real_engine, stamped, stand_in_name
 from builder.tasks import Task
 from builder.verify.engine.infrastructure import InfrastructureFailure
@@ -40,7 +45,22 @@ def _compile_task(engine: Any, candidate: Candidate, task: Task, options: Any) -
     return engine.compile_candidate(candidate, task, options)
 
 
+def _control_task(engine: Any, options: Any) -> str | None:
+    """Why the engine's control kernel fails on this worker's node and device, or None (also for an engine that
+    has no control: a stand-in)."""
+    check = getattr(engine, "control_check", None)
+    if not callable(check):
+        return None
+    try:
+        check(options)
+    except InfrastructureError as exc:
+        return str(exc)
+    return None
+
+
 def _evaluate_task(engine: Any, compiled: Any, candidate: Candidate, task: Task, options: Any) -> Any:
+    if (failed := _control_task(engine, options)) is not None:
+        raise InfrastructureError(failed)  # a Ray task failure: the pair goes back to the build, no record
     library = getattr(compiled, "library_path", None)
     if getattr(compiled, "ok", False) and library and not Path(library).exists():
         compiled = engine.compile_candidate(candidate, task, options)  # compiled on another node
@@ -97,8 +117,35 @@ class RayExecutor:
         self._evaluate = ray.remote(num_cpus=0 if gpu_per_eval else 1, num_gpus=gpu_per_eval, max_retries=TASK_RETRIES)(
             _evaluate_task
         )
+        self._control = ray.remote(num_cpus=0 if gpu_per_eval else 1, num_gpus=gpu_per_eval, max_retries=0)(
+            _control_task
+        )
+        self._evaluation_resource = "GPU" if gpu_per_eval else "CPU"
         cpus = int(ray.cluster_resources().get("CPU", 1))
         self.window = max(2, IN_FLIGHT_PER_CPU * cpus)
+
+    def preflight(self) -> None:
+        """The control kernel on every live node that can take an evaluation, each pinned to its node, all at once;
+        InfrastructureError naming the first node where it fails (or that could not run it)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        nodes = [node for node in self.ray.nodes()
+                 if node.get("Alive") and node.get("Resources", {}).get(self._evaluation_resource, 0) >= 1]  # fmt: skip
+        if not nodes:
+            raise InfrastructureError(f"no node of the Ray cluster has a {self._evaluation_resource} to evaluate on")
+        checks = {}
+        for node in nodes:
+            pinned = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
+            checks[node.get("NodeManagerAddress", node["NodeID"])] = self._control.options(
+                scheduling_strategy=pinned
+            ).remote(self.engine, self.options)
+        for where, ref in checks.items():
+            try:
+                failed = self.ray.get(ref)
+            except self.ray.exceptions.RayError as exc:
+                failed = failure_reason(exc)
+            if failed is not None:
+                raise InfrastructureError(f"Ray node {where}: {failed}")
 
     def _connect(self, address: str | None) -> None:
         # Without an address, a Ray of our own: "local", because ray.init() alone joins a cluster that

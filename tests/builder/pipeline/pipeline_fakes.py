@@ -108,6 +108,19 @@ class SlowEngine:
         return evaluate_compiled(compiled, candidate, task, options)
 
 
+class FailingControlEngine:
+    """A Ray engine whose control kernel fails wherever it runs (a broken node): nothing may be evaluated."""
+
+    compile_candidate = staticmethod(compile_candidate)
+    evaluate_compiled = staticmethod(evaluate_compiled)
+
+    @staticmethod
+    def control_check(options):
+        from builder.errors import InfrastructureError
+
+        raise InfrastructureError(f"the control kernel came out incorrect (pid {os.getpid()})")
+
+
 class MachineryFailingVerifier(FakeVerifier):
     """A verifier whose machinery fails: every pair (`failing("always")`), or the first pair's first try only
     (`failing("once")`), comes back as an InfrastructureFailure instead of a record."""

@@ -16,7 +16,7 @@ import time
 import pipeline_fakes
 import pytest
 import ray  # noqa: E402 - a dev dependency: its absence is a failure, not a skip
-from pipeline_fakes import BrokenEngine
+from pipeline_fakes import BrokenEngine, FailingControlEngine
 from pipeline_helpers import cli_env, evaluating_ray_workers, fake_cli_command
 
 from builder import config
@@ -67,6 +67,28 @@ def test_a_failed_ray_task_makes_no_record_its_pair_waits(tmp_path, local_ray):
     with Store.open_existing(params.out) as store:
         assert store.count() == 0
         assert store.waiting() and all("the engine broke" in w["reason"] for w in store.waiting())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_node_whose_control_kernel_fails_stops_the_build_before_any_candidate(tmp_path, local_ray):
+    params = BuildParams(out=tmp_path / "build", backend="cpu", generator="bundled", executor="ray", tasks="^1/1$")
+    orchestrator = Orchestrator(params, show_progress=False, ray_engine=FailingControlEngine)
+    with pytest.raises(InfrastructureError, match=r"Ray node \S+: the control kernel came out incorrect") as failed:
+        orchestrator.run()
+    assert f"(pid {os.getpid()})" not in str(failed.value)  # it ran on the node, in a Ray worker
+    assert orchestrator.counters.stored == 0
+    with Store.open_existing(params.out) as store:
+        assert store.count() == 0
+
+
+def test_an_evaluation_on_a_node_whose_control_fails_is_a_task_failure_not_a_verdict():
+    """A node that joined after the preflight: its first evaluation finds the control failing and raises, which
+    the executor turns into an InfrastructureFailure (its pair waits), never a record."""
+    from builder.pipeline.ray_executor import _evaluate_task
+
+    with pytest.raises(InfrastructureError, match="the control kernel came out incorrect"):
+        _evaluate_task(FailingControlEngine, None, None, None, None)
 
 
 def test_an_address_nothing_listens_on_is_a_quick_one_line_error(tmp_path):
