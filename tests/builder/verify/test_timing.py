@@ -230,7 +230,9 @@ def test_a_steady_baseline_stops_after_the_minimum_blocks(module, monkeypatch):
     monkeypatch.setattr(timing.config, "TIMING_BLOCK_MS", 1e6)
     result = timing.measure(sleeping_sets(module, lambda: 0.01), "cpu", atol=1e-4, rtol=1e-4, warmup_calls=1,
                             timed_calls=100, budget_s=60)  # fmt: skip
-    assert result["runtime"]["n"] == 10 * timing.config.MIN_TIMING_BLOCKS and "stopped once" in result["timing_method"]
+    # Usually the minimum; a loaded machine's sleep jitter can take a block or two more, never all of them.
+    assert 10 * timing.config.MIN_TIMING_BLOCKS <= result["runtime"]["n"] < 100
+    assert "stopped once" in result["timing_method"]
     monkeypatch.setattr(timing.config, "TIMING_STABLE_SPREAD", -1.0)
     result = timing.measure(sleeping_sets(module, lambda: 0.001), "cpu", atol=1e-4, rtol=1e-4, warmup_calls=1,
                             timed_calls=100, budget_s=60)  # fmt: skip
