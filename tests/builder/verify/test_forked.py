@@ -50,6 +50,12 @@ def probe_processes(pid: int) -> list[psutil.Process]:
     return [proc for proc in found if proc.pid != pid]
 
 
+def shown_under_tmp() -> set[str]:
+    """The names in /tmp of what the sandbox shows a child from there (the checkout, its venv, when under /tmp)."""
+    tmp = Path("/tmp")
+    return {path.relative_to(tmp).parts[0] for path in bubblewrap.interpreter_paths() if tmp in path.parents}
+
+
 @needs_bwrap
 def test_forked_children_are_confined_as_exec_children_and_apart_from_each_other(tmp_path, monkeypatch):
     monkeypatch.setenv("KA_PROBE_SECRET", "leaked-if-you-can-read-this")
@@ -78,7 +84,9 @@ def test_forked_children_are_confined_as_exec_children_and_apart_from_each_other
         assert found["signal_parent"].startswith("denied") and not found["sibling_visible"], found
         assert found["secret_env"] is None, found
         assert found["host_shm"].startswith("denied"), found  # an IPC namespace of its own
-        assert found["home"] == found["tmpdir"] == found["cwd"] and found["tmp"] == [Path(found["cwd"]).name], found
+        assert found["home"] == found["tmpdir"] == found["cwd"], found
+        # Its /tmp shows its own folder and nothing else but what it reads from there: a checkout under /tmp.
+        assert set(found["tmp"]) == {Path(found["cwd"]).name} | shown_under_tmp(), found
         # Nothing of the zygote's, its supervisor's or the parent's: stdin, stdout, stderr and the listing's own.
         assert found["descriptors"] == [0, 1, 2, 3], found
         assert max(found["pids_visible"]) < 10, found  # its own PID namespace: bwrap's few processes and its own
