@@ -194,7 +194,7 @@ def test_closing_the_stream_stops_every_engine_and_its_children(tmp_path, caplog
 
 
 def slow_and_quick_tasks(tmp_path) -> tuple[list, list, VerifyOptions]:
-    """Pairs of a task that times out on every pair and of one judged in a second or two, interleaved (each engine
+    """Pairs of a task that times out on every pair and of one judged in a few seconds, interleaved (each engine
     keeps one task), and two CPU engines for them.
 
     A window of 8 pairs per engine puts the whole input in the router's reach at once, so each engine takes its
@@ -206,7 +206,9 @@ def slow_and_quick_tasks(tmp_path) -> tuple[list, list, VerifyOptions]:
     for index, (candidate, _) in enumerate(fixture_pairs(["incorrect_wrong_result.py"] * 8)):
         other, task, _ = resolve_candidate(PYTHON / "incorrect_wrong_result.py", "1/2", SUITE, "cpu")
         quick.append((replace(other, source=candidate.source, kernel_name=f"quick-{index}"), task))
-    options = VerifyOptions(backend="cpu", engines=2, batch_size=8, compile_workers=2, timeout_s=4,
+    # 8 s: a quick pair takes 3-4 s on a loaded 2-core box (its child's start-up included) and must not time out;
+    # the slow task's 8 pairs then take over a minute, well after the quick engine has run out.
+    options = VerifyOptions(backend="cpu", engines=2, batch_size=8, compile_workers=2, timeout_s=8,
                             build_cache_dir=tmp_path / "builds", baseline_cache_dir=tmp_path / "baselines")  # fmt: skip
     return slow, quick, options
 
