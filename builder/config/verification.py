@@ -117,7 +117,9 @@ SCRATCH_PREFIXES = {"compile": "ka-compile-", "evaluation": "ka-eval-", "baselin
                     "reference": "ka-reference-", "profiling": "ka-ncu-", "zygote": "ka-zygote-"}  # fmt: skip
 CPU_EXTENSION_CFLAGS = CUDA_EXTENSION_CFLAGS = ("-O3",)  # no --use_fast_math: numerics (VerifyOptions.fast_math)
 CUDA_FAST_MATH_FLAG = "--use_fast_math"
-COMPILE_WORKERS = max(1, (os.cpu_count() or 2) // 2)  # parallel compile children (each runs ninja/nvcc)
+# Parallel compile children (each runs ninja/nvcc): half the cores this process may run on, not the machine's
+# (a process pinned to 16 of 32 cores, or a container's CPU set, gets 8).
+COMPILE_WORKERS = max(1, len(os.sched_getaffinity(0)) // 2)
 # Candidates per shared build at most (the torch headers dominate a build), no more than an even share of the
 # compile workers; a stream's first builds ramp up from COMPILE_FIRST_BATCH_SIZE (docs/architecture.md).
 COMPILE_BATCH_SIZE, COMPILE_FIRST_BATCH_SIZE = 16, 4
