@@ -532,6 +532,12 @@ def main() -> None:
     parser.add_argument("--eval-workers", default=None,
                         help="evaluation workers per device to compare, e.g. 1,4 (default: the config's)")  # fmt: skip
     parser.add_argument("--skip", default="", help="stages to skip: startup,compile")
+    parser.add_argument(
+        "--compile-workers",
+        type=int,
+        default=None,
+        help=f"parallel compile children (default {config.COMPILE_WORKERS}: config.COMPILE_WORKERS)",
+    )
     parser.add_argument("--records", type=Path, default=None, help="append each run's records here, JSON lines")
     parser.add_argument("--profile", action="store_true", help="profiles on (ncu, torch profiler, clang-tidy)")
     longest = config.JUDGE_POLL_MAX_S
@@ -598,6 +604,8 @@ def main() -> None:
     if any(n < 1 for n in counts):
         parser.error(f"--device-connections: counts of 1 or more, not {args.device_connections!r}")
     connections = [work_queues.DRIVER_DEFAULT if v == "default" else int(v) for v in values] or [None]
+    if args.compile_workers is not None and args.compile_workers < 1:
+        parser.error(f"--compile-workers: 1 or more, not {args.compile_workers}")
     if args.warm_repeat < 1:
         parser.error(f"--warm-repeat: 1 or more, not {args.warm_repeat}")
     if warm_gpus and backend != "cuda":
@@ -621,6 +629,7 @@ def main() -> None:
         work = Path(tempfile.mkdtemp(prefix="ka-bench-"))
         options = VerifyOptions(backend=backend, build_cache_dir=work / "builds", baseline_cache_dir=work / "baselines",
                                 trials=config.DEFAULT_TRIALS, eval_workers=workers, profile=args.profile,
+                                compile_workers=args.compile_workers or config.COMPILE_WORKERS,
                                 engines=args.engines, fork_children=fork_children,
                                 fork_references=True if args.fork_references else None,
                                 refill_after_first_reference=refill_late)  # fmt: skip

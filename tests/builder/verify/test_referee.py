@@ -218,5 +218,14 @@ def test_on_cuda_the_parents_clock_catches_divided_event_times_and_passes_honest
     honest_window, lying = window(timing.CallTimer), window(ShortClaims)
     print("honest:", honest_window["runtime"]["median_ms"], honest_window["verdict"].flags)
     print("lying:", lying["verdict"].flags)
+    for name, result in (("honest", honest_window), ("lying", lying)):  # what the accounting saw, when it fails
+        halves = result["report"].halves
+        for kind in ("candidate", "eager"):
+            unaccounted = sorted(round(h.unaccounted_ms(), 4) for h in halves if h.kind == kind)
+            claimed = sorted(round(ms, 4) for h in halves if h.kind == kind for ms in h.claimed_ms())
+            print(
+                f"{name} {kind}: unaccounted ms a call {unaccounted}; claimed median "
+                f"{claimed[len(claimed) // 2] if claimed else None}; stopped early {result['report'].stopped_early}"
+            )
     assert not honest_window["verdict"].flags and honest_window["runtime"]["median_ms"] > 0.45
     assert "timing_mismatch" in lying["verdict"].flags

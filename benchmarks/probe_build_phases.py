@@ -1,0 +1,169 @@
+"""Where does one candidate's build spend its time? The figures behind the start's latency (the first evaluated
+record waits for the first build).
+
+A bundled CUDA candidate is built the way a compile child builds it (`torch.utils.cpp_extension.load`, one `.cu`
+holding the candidate's kernels and its PYBIND11_MODULE, the builder's flags), with nvcc's `--time` report of each
+phase (cudafe++, cicc, ptxas, the host compiler, ...): first alone, then `--parallel` builds at once, as a
+stream's first window starts them. Then the host compiler on torch's headers alone, without and with the
+pybind11 module that binds `forward` (what a build would save by moving the binding to a `.cpp` of its own), and
+that `.cpp` against a gcc precompiled header of `<torch/extension.h>`. Run it on an otherwise idle GPU machine:
+
+    python benchmarks/probe_build_phases.py [--candidate PATH] [--parallel 8] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_CANDIDATE = ROOT / "data/candidates/cuda/level1/10_conv2d_strided_asymmetric/naive_direct.cu"
+
+ONE_BUILD = """
+import json, resource, sys, time
+started = time.monotonic()
+from torch.utils import cpp_extension
+imported = time.monotonic()
+source, build_dir, timing = sys.argv[1:4]
+module = cpp_extension.load(name="probe_" + build_dir.rsplit("/", 1)[-1].replace("-", "_"), sources=[source],
+                            extra_cflags=["-O3"], extra_cuda_cflags=["-O3", "--time", timing],
+                            build_directory=build_dir, with_cuda=True, verbose=False)
+done = time.monotonic()
+usage = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+print(json.dumps({"import_torch_s": imported - started, "load_s": done - imported, "wall_s": done - started,
+                  "core_s": sum(u.ru_utime + u.ru_stime for u in usage)}))
+"""
+
+BINDING = """
+#include <torch/extension.h>
+torch::Tensor forward(torch::Tensor x, torch::Tensor w, c10::optional<torch::Tensor> b);
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward, "forward"); }
+"""
+
+
+def build_once(source: Path, work: Path, label: str) -> dict:
+    build_dir = work / label
+    build_dir.mkdir(parents=True)
+    timing = build_dir / "nvcc-time.csv"
+    started = time.monotonic()
+    run = subprocess.run([sys.executable, "-c", ONE_BUILD, str(source), str(build_dir), str(timing)],
+                         capture_output=True, text=True)  # fmt: skip
+    if run.returncode != 0:
+        raise SystemExit(f"build {label} failed: {run.stderr.strip().splitlines()[-1:]}")
+    figures = json.loads(run.stdout.strip().splitlines()[-1])
+    figures["process_wall_s"] = time.monotonic() - started
+    figures["nvcc_phases_s"] = nvcc_phases(timing)
+    figures["nvcc_time_csv"] = timing.read_text() if timing.exists() else None  # the raw report, as nvcc wrote it
+    return figures
+
+
+def nvcc_phases(path: Path) -> dict[str, float]:
+    """nvcc --time's CSV: one row a phase (milliseconds); the same phase twice (two preprocessing passes) adds."""
+    phases: dict[str, float] = {}
+    if not path.exists():
+        return phases
+    with path.open() as handle:
+        for raw in csv.DictReader(handle, skipinitialspace=True):
+            row = {(key or "").strip(): (value or "").strip() for key, value in raw.items()}
+            name = row.get("phase name") or row.get("phase") or ""
+            millis = row.get("time(ms)") or row.get("metric") or "0"
+            try:
+                phases[name] = phases.get(name, 0.0) + float(millis) / 1000
+            except ValueError:
+                continue
+    return phases
+
+
+def host_command(build_dir: Path) -> list[str]:
+    """The flags the build gave the host compiler for a `.cpp` (build.ninja's cflags), as one g++ command."""
+    text = (build_dir / "build.ninja").read_text()
+    flags = {}
+    for name in ("cflags", "post_cflags"):
+        match = re.search(rf"^{name} = (.*)$", text, re.MULTILINE)
+        flags[name] = shlex.split(match.group(1)) if match else []
+    return ["c++", *flags["cflags"], *flags["post_cflags"]]
+
+
+def timed(command: list[str]) -> float:
+    started = time.monotonic()
+    run = subprocess.run(command, capture_output=True, text=True)
+    if run.returncode != 0:
+        raise SystemExit(f"{' '.join(command[:3])} ... failed: {run.stderr.strip()[-400:]}")
+    return time.monotonic() - started
+
+
+def host_figures(build_dir: Path, work: Path) -> dict[str, float]:
+    base = host_command(build_dir)
+    headers = work / "headers.cpp"
+    headers.write_text("#include <torch/extension.h>\n")
+    binding = work / "binding.cpp"
+    binding.write_text(BINDING)
+    figures = {
+        "g++ -O3: <torch/extension.h> alone s": timed([*base, "-c", str(headers), "-o", str(work / "h.o")]),
+        "g++ -O3: the pybind11 binding of forward s": timed([*base, "-c", str(binding), "-o", str(work / "b.o")]),
+    }
+    pch_dir = work / "pch"
+    pch_dir.mkdir()
+    header = pch_dir / "ka_torch.h"
+    header.write_text("#include <torch/extension.h>\n")
+    figures["g++ -O3: precompiling <torch/extension.h> s"] = timed([*base, "-x", "c++-header", str(header),
+                                                                     "-o", str(header) + ".gch"])  # fmt: skip
+    with_pch = work / "binding_pch.cpp"
+    with_pch.write_text('#include "ka_torch.h"\n' + BINDING)
+    figures["g++ -O3: the binding against the precompiled header s"] = timed(
+        [*base, "-I", str(pch_dir), "-Winvalid-pch", "-c", str(with_pch), "-o", str(work / "bp.o")]
+    )
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--candidate", type=Path, default=DEFAULT_CANDIDATE)
+    parser.add_argument("--parallel", type=int, default=8)
+    parser.add_argument("--out", type=Path, default=None, help="write the figures here as JSON")
+    args = parser.parse_args()
+    if not args.candidate.is_file():
+        print(f"no such candidate: {args.candidate}", file=sys.stderr)
+        return 2
+    work = Path(tempfile.mkdtemp(prefix="ka-probe-build-"))
+    text = args.candidate.read_text()
+    sources = []
+    for index in range(args.parallel + 1):  # a variant comment each: nothing is served from a cache
+        path = work / f"candidate_{index}.cu"
+        path.write_text(text + f"\n// probe variant {os.getpid()}-{index}\n")
+        sources.append(path)
+    report: dict = {"candidate": str(args.candidate.relative_to(ROOT)), "cores": len(os.sched_getaffinity(0))}
+    report["alone"] = build_once(sources[0], work, "alone")
+    print("alone:", json.dumps(report["alone"], indent=1), flush=True)
+    report["host"] = host_figures(work / "alone", work)
+    for name, value in report["host"].items():
+        print(f"{name:60s} {value:7.2f}", flush=True)
+    with ThreadPoolExecutor(args.parallel) as pool:
+        together = list(pool.map(lambda i: build_once(sources[i], work, f"together-{i}"), range(1, args.parallel + 1)))
+    report["together"] = together
+    walls = sorted(f["wall_s"] for f in together)
+    print(f"{args.parallel} at once: wall {walls[0]:.1f}-{walls[-1]:.1f} s, core-s "
+          f"{sum(f['core_s'] for f in together) / len(together):.1f} a build", flush=True)  # fmt: skip
+    phases: dict[str, float] = {}
+    for figures in together:
+        for name, value in figures["nvcc_phases_s"].items():
+            phases[name] = phases.get(name, 0.0) + value / len(together)
+    print("nvcc phases at once (mean):", json.dumps({k: round(v, 2) for k, v in phases.items()}), flush=True)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "build-phases.json").write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
