@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+SECONDS_PER_UNIT = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 DEFAULT_CANDIDATE = ROOT / "data/candidates/cuda/level1/10_conv2d_strided_asymmetric/naive_direct.cu"
 
 ONE_BUILD = """
@@ -68,19 +69,20 @@ def build_once(source: Path, work: Path, label: str) -> dict:
 
 
 def nvcc_phases(path: Path) -> dict[str, float]:
-    """nvcc --time's CSV: one row a phase (milliseconds); the same phase twice (two preprocessing passes) adds."""
+    """nvcc --time's CSV, seconds by phase name (a row a phase, its time in `metric`, in `unit`); a phase that
+    runs twice (the two preprocessing passes have names of their own) adds up."""
     phases: dict[str, float] = {}
     if not path.exists():
         return phases
     with path.open() as handle:
         for raw in csv.DictReader(handle, skipinitialspace=True):
             row = {(key or "").strip(): (value or "").strip() for key, value in raw.items()}
-            name = row.get("phase name") or row.get("phase") or ""
-            millis = row.get("time(ms)") or row.get("metric") or "0"
             try:
-                phases[name] = phases.get(name, 0.0) + float(millis) / 1000
-            except ValueError:
+                seconds = float(row.get("metric") or "") * SECONDS_PER_UNIT[row.get("unit", "ms")]
+            except (KeyError, ValueError):
                 continue
+            name = row.get("phase name", "")
+            phases[name] = phases.get(name, 0.0) + seconds
     return phases
 
 
