@@ -151,10 +151,20 @@ class Referee:
             if enough and time.perf_counter() - started > counts["budget_s"]:
                 break
             stable = config.TIMING_STABLE_SPREAD
-            if enough and relative_spread(ratios) <= stable and relative_spread(medians) <= stable:
+            # A window whose accounting would flag it so far runs on to TIMING_BLOCKS (or its budget) before it is
+            # judged: a lie is in every half-block, a loaded machine's stalls come and go, and the lower quartile
+            # over more half-blocks sees past them.
+            if (enough and relative_spread(ratios) <= stable and relative_spread(medians) <= stable
+                    and not self._unaccounted_so_far()):  # fmt: skip
                 self.report.stopped_early = True
                 break
         self._ask({"end": True}, "ended")
+
+    def _unaccounted_so_far(self) -> bool:
+        """Whether the half-blocks run so far leave the parent's clock holding more than the claims account for."""
+        candidate = [h for h in self.report.halves if h.kind == "candidate"]
+        eager = [h for h in self.report.halves if h.kind == "eager"]
+        return bool(candidate and eager) and accounting_reason(candidate, eager, self.device) is not None
 
     def _half_block(self, block: int, kind: str, first: int, calls: int, spin_ms: float) -> HalfBlock:
         plan = []
@@ -202,3 +212,32 @@ def _finite(value: Any) -> bool:
 
 def _integer(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def accounting_reason(candidate: list[HalfBlock], eager: list[HalfBlock], device: str) -> str | None:
+    """Why the parent's clock cannot account for the candidate's claimed times, or None."""
+    for half in candidate + eager:
+        if sum(half.claimed_ms()) > half.wall_ms * (1 + config.TIMING_CLAIM_OVER_WALL) + config.TIMING_CLAIM_SLACK_MS:
+            return (f"a {half.kind} half-block claimed {sum(half.claimed_ms()):.3f} ms of calls in "
+                    f"{half.wall_ms:.3f} ms of the parent's clock")  # fmt: skip
+    # The lower quartile over half-blocks: load from other processes only adds time, and comes and goes, where
+    # time a candidate's claims leave out is in every half-block.
+    unaccounted_candidate = lower_quartile([h.unaccounted_ms() for h in candidate])
+    unaccounted_eager = lower_quartile([h.unaccounted_ms() for h in eager])
+    claimed = statistics.median(ms for h in candidate for ms in h.claimed_ms())
+    eager_spread = [h.unaccounted_ms() for h in eager]
+    noise = statistics.quantiles(eager_spread, n=4, method="inclusive") if len(eager_spread) >= 2 else [0.0, 0.0, 0.0]
+    allowed = (config.TIMING_ACCOUNT_SHARE * claimed + config.TIMING_ACCOUNT_OVERHEAD_SHARE * max(unaccounted_eager, 0)
+               + config.TIMING_ACCOUNT_NOISE_IQRS * (noise[2] - noise[0])
+               + config.TIMING_ACCOUNT_SLACK_MS[device])  # fmt: skip
+    excess = unaccounted_candidate - unaccounted_eager
+    if excess > allowed:
+        return (f"per timed call the parent's clock held {excess:.3f} ms more beyond the claimed times than for "
+                f"PyTorch eager in the same window (claimed median {claimed:.3f} ms; allowed {allowed:.3f} ms)")  # fmt: skip
+    return None
+
+
+def lower_quartile(values: list[float]) -> float:
+    if len(values) < 2:
+        return values[0]
+    return statistics.quantiles(values, n=4, method="inclusive")[0]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from builder import config
-from builder.verify.judge.referee import HalfBlock, WindowReport
+from builder.verify.judge.referee import HalfBlock, WindowReport, accounting_reason
 from builder.verify.protocol.plan import block_rule, describe_method, runtime_stats
 
 
@@ -70,35 +70,6 @@ def _judge_reveals(report: WindowReport, reference: Any, atol: float, rtol: floa
         comparison = compare_named(values, reference.get(f"timed{m}"), atol, rtol)
         if not comparison.ok and verdict.error is None:
             verdict.error = f"timed call {m + 1} (fresh inputs): {comparison.error}"
-
-
-def accounting_reason(candidate: list[HalfBlock], eager: list[HalfBlock], device: str) -> str | None:
-    """Why the parent's clock cannot account for the candidate's claimed times, or None."""
-    for half in candidate + eager:
-        if sum(half.claimed_ms()) > half.wall_ms * (1 + config.TIMING_CLAIM_OVER_WALL) + config.TIMING_CLAIM_SLACK_MS:
-            return (f"a {half.kind} half-block claimed {sum(half.claimed_ms()):.3f} ms of calls in "
-                    f"{half.wall_ms:.3f} ms of the parent's clock")  # fmt: skip
-    # The lower quartile over half-blocks: load from other processes only adds time, and comes and goes, where
-    # time a candidate's claims leave out is in every half-block.
-    unaccounted_candidate = lower_quartile([h.unaccounted_ms() for h in candidate])
-    unaccounted_eager = lower_quartile([h.unaccounted_ms() for h in eager])
-    claimed = statistics.median(ms for h in candidate for ms in h.claimed_ms())
-    eager_spread = [h.unaccounted_ms() for h in eager]
-    noise = statistics.quantiles(eager_spread, n=4, method="inclusive") if len(eager_spread) >= 2 else [0.0, 0.0, 0.0]
-    allowed = (config.TIMING_ACCOUNT_SHARE * claimed + config.TIMING_ACCOUNT_OVERHEAD_SHARE * max(unaccounted_eager, 0)
-               + config.TIMING_ACCOUNT_NOISE_IQRS * (noise[2] - noise[0])
-               + config.TIMING_ACCOUNT_SLACK_MS[device])  # fmt: skip
-    excess = unaccounted_candidate - unaccounted_eager
-    if excess > allowed:
-        return (f"per timed call the parent's clock held {excess:.3f} ms more beyond the claimed times than for "
-                f"PyTorch eager in the same window (claimed median {claimed:.3f} ms; allowed {allowed:.3f} ms)")  # fmt: skip
-    return None
-
-
-def lower_quartile(values: list[float]) -> float:
-    if len(values) < 2:
-        return values[0]
-    return statistics.quantiles(values, n=4, method="inclusive")[0]
 
 
 def _figures(report: WindowReport, candidate: list[HalfBlock], eager: list[HalfBlock], device: str) -> dict[str, Any]:

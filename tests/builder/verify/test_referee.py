@@ -18,8 +18,8 @@ from builder.tasks import draw_inputs, load_task_module
 from builder.tasks.suite import describe_task_file
 from builder.verify.child import timing
 from builder.verify.child.checks import FunctionalBinding
-from builder.verify.judge.referee import HalfBlock, choose_timed_samples
-from builder.verify.judge.window import accounting_reason
+from builder.verify.child.window import serve_window
+from builder.verify.judge.referee import HalfBlock, accounting_reason, choose_timed_samples
 from builder.verify.protocol.window import FifoLink, LinkClosed, digest
 from tests.builder.verify.refereed import run_window
 
@@ -67,6 +67,35 @@ def test_claimed_times_the_parents_clock_cannot_account_for_are_a_timing_mismatc
     honest_window = sleeping_window(module, 0.005)
     assert not honest_window["verdict"].flags, honest_window["verdict"].flags
     assert honest_window["runtime"]["median_ms"] == pytest.approx(5.0, rel=0.8)
+
+
+class StallingLink:
+    """The child's end of the link, answering the candidate's first `blocks` half-blocks `stall_s` a call late: time
+    outside the claimed calls, as a loaded machine's stalls add for a while and then stop."""
+
+    def __init__(self, link, blocks: int, stall_s: float) -> None:
+        self.link, self.blocks, self.stall_s, self.stalling = link, blocks, stall_s, False
+
+    def receive(self, **kwargs):
+        message = self.link.receive(**kwargs)
+        self.stalling = message.get("kind") == "candidate" and int(message.get("go", -1)) < self.blocks
+        return message
+
+    def send(self, message) -> None:
+        if self.stalling and "done" in message:
+            time.sleep(self.stall_s * len(message["calls"]))
+        self.link.send(message)
+
+
+def test_a_window_flagged_so_far_runs_on_and_a_passing_stall_is_not_a_mismatch(module):
+    """Stalls in the candidate's first three half-blocks: the window does not stop once stable while its accounting
+    would flag it, and over all its blocks the lower quartile sees past the stalls. 60 ms calls: a block holds one,
+    and four blocks hold enough timed time to stop (config.MIN_TIMED_MS)."""
+    stalled = sleeping_window(module, 0.06, serve=lambda link, sets, reveal_dir: serve_window(
+        StallingLink(link, 3, 0.1), sets, reveal_dir))  # fmt: skip
+    blocks = sum(h.kind == "candidate" for h in stalled["report"].halves)
+    assert blocks > 4, blocks  # past MIN_TIMING_BLOCKS, where a steady window would stop
+    assert not stalled["verdict"].flags, stalled["verdict"].flags
 
 
 def test_accounting_compares_the_candidates_unaccounted_time_with_eagers():
