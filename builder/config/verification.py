@@ -35,7 +35,8 @@ MIN_TIMING_BLOCKS = 4  # blocks before the time budget may end the window (the r
 # A block holds as many calls (pairs) as fill this many ms, at most TIMED_CALLS / TIMING_BLOCKS: one call of a 70 ms
 TIMING_BLOCK_MS = 20.0  # kernel is a steady block of its own, where ten cost the device 0.7 s
 # A window ends early, after MIN_TIMING_BLOCKS, once the per-block eager/candidate ratios and the candidate's
-# per-block medians each vary by at most this (IQR / median): further blocks would not move the figures.
+# per-block medians each vary by at most this (IQR / median): further blocks would not move the figures. Not while
+# its accounting would flag it (`judge/referee.py`).
 TIMING_STABLE_SPREAD = 0.02
 TIMING_SETTLED_CLAUSE = "stopped once"  # opens the clause saying a window settled: an outcome (reverify ignores it)
 EAGER_CROSSCHECK_TOLERANCE = 0.10  # in-window eager vs the clean process's: past this, re-measure the clean one
