@@ -5,7 +5,8 @@ during the window (never from the child's result file), and stand only if the pa
 
 - `timing_mismatch` when, per call, the parent's clock holds more time beyond the claimed times in the
   candidate's half-blocks than in eager's (the same harness in the same window) by more than the stated margin
-  (config.TIMING_ACCOUNT_*), when a half-block claims more time than passed, when a revealed output is not the one
+  (config.TIMING_ACCOUNT_*; `referee.accounting_reason`, which the referee also reads to decide whether a window
+  may stop early), when a half-block claims more time than passed, when a revealed output is not the one
   the child committed to by digest, or when the hand-shake broke;
 - `lazy_output` when a timed call returned something other than plain tensors;
 - a revealed output that disagrees with the clean reference of its inputs makes the kernel incorrect.
