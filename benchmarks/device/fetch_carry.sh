@@ -2,7 +2,10 @@
 # Run on a machine with a package registry, in the repository root: fetches what a GPU box without one lacks
 # into .whl/ (the wheels setup.sh installs: the builder's dependencies beyond a CUDA PyTorch image's, at the
 # versions this checkout's .venv holds) and .deb/ (Debian's bubblewrap, for the sandbox). PYTHON_VERSION is the
-# GPU box's Python (default 3.12).
+# GPU box's Python (default 3.12). WITH_RAY=1 also writes .ray/ray-VERSION-core.tar.xz: Ray's wheel at .venv's
+# version without what a Python-only Ray never loads (Java's jars, the dashboard's web client, and the rllib, serve,
+# tune, train, llm and data libraries), xz-compressed, because the whole wheel (76 MiB) is more than a GPU box
+# can be sent.
 set -euo pipefail
 python_version=${PYTHON_VERSION:-3.12}
 packages=(duckdb jsonschema jsonschema-specifications referencing rpds-py tenacity datasets dill multiprocess)
@@ -20,4 +23,16 @@ done
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$python_version" --implementation cp \
   "${platforms[@]}" -d .whl "${pins[@]}"
 (cd .deb && apt-get download -q bubblewrap)
-ls .whl .deb
+if [ "${WITH_RAY:-0}" = 1 ]; then
+  ray_version=$(.venv/bin/python -m pip show ray 2>/dev/null | awk '/^Version:/{print $2}')
+  [ -n "$ray_version" ] || { echo "fetch_carry: ray is not in .venv (pip install -e '.[ray]')" >&2; exit 2; }
+  scratch=$(mktemp -d)
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$python_version" --implementation cp \
+    "${platforms[@]}" -d "$scratch" "ray==$ray_version"
+  mkdir -p "$scratch/site" .ray
+  (cd "$scratch/site" && python3 -m zipfile -e "$scratch"/ray-*.whl . \
+    && rm -rf ray/jars ray/dashboard/client/build ray/rllib ray/serve ray/tune ray/train ray/llm ray/data)
+  tar -C "$scratch/site" -cJf ".ray/ray-$ray_version-core.tar.xz" .
+  rm -rf "$scratch"
+fi
+ls .whl .deb $([ "${WITH_RAY:-0}" = 1 ] && echo .ray)
