@@ -129,7 +129,7 @@ class _Wiring:
         self.evaluators = [EvaluateStage(device_options(options, index % devices), self.built, evaluated,
                                          self.outputs, verifier.references, preflight.confirm)
                            for index in range(workers)]  # fmt: skip
-        self.stages: list[Stage] = [CompileStage(options, pairs, self.built, tasks, self.records), self.prepare,
+        self.stages: list[Stage] = [CompileStage(options, pairs, self.built, tasks, self.outputs), self.prepare,
                                     *self.evaluators,
                                     *(FinishStage(evaluated, self.outputs, verifier.baselines) for _ in range(workers))]  # fmt: skip
         self.threads: list[threading.Thread] = []

@@ -388,6 +388,28 @@ def kernel_numbers(source: str) -> set[int]:
     return {int(n) for n in re.findall(r"// kernel (\d+)", source)}
 
 
+def test_a_build_that_raises_ends_the_stream_with_its_error(task, options, monkeypatch):
+    """The builder's own failure in a shared build (not a compile error: the build machinery raising) reaches the
+    stream's caller, which stores nothing for the pairs it held, rather than being lost in a window's thread."""
+
+    def broken_build(self, source: str, language: str) -> CompileResult:
+        raise RuntimeError("the build machinery broke")
+
+    monkeypatch.setattr(stages.CompileStage, "_build", broken_build)
+    outcome: dict[str, object] = {}
+
+    def consume() -> None:
+        try:
+            outcome["records"] = list(Verifier(options).stream(numbered_cpp_pairs(task, 3)))
+        except RuntimeError as exc:
+            outcome["error"] = str(exc)
+
+    thread = threading.Thread(target=consume, daemon=True)
+    thread.start()
+    thread.join(timeout=120)
+    assert outcome == {"error": "the build machinery broke"}
+
+
 def test_the_next_windows_builds_start_while_the_last_window_still_builds(task, options, monkeypatch):
     """A window's straggler (a long build, here failing and rebuilt) must not leave the other compile workers, and
     so the device, idle: the next window's builds take them meanwhile, each window's own builds first."""
