@@ -155,8 +155,16 @@ def run_stream(backend: str, cache_dir: Path, work_queues: int | None = None) ->
             for name in names}  # fmt: skip
 
 
-def run_all(backend: str, cache_dir: Path) -> dict[str, dict]:
-    names = fixtures_for(backend)
+def selected_cuda_fixtures(request: pytest.FixtureRequest) -> list[str]:
+    """The CUDA fixtures this session's test_cuda_fixture_verdict items name (a `-k` or a list of node ids picks
+    some: a GPU machine's runs split the fixtures between its GPUs); all of them where none is selected."""
+    chosen = {item.callspec.params["fixture"] for item in request.session.items
+              if getattr(item, "originalname", "") == "test_cuda_fixture_verdict" and hasattr(item, "callspec")}  # fmt: skip
+    return sorted(chosen) or fixtures_for("cuda")
+
+
+def run_all(backend: str, cache_dir: Path, names: list[str] | None = None) -> dict[str, dict]:
+    names = names or fixtures_for(backend)
     if backend == "cuda":
         prewarm_cuda_builds(names, cache_dir)
     with ThreadPoolExecutor(max_workers=PARALLEL_RUNS if backend == "cpu" else 1) as pool:
@@ -211,8 +219,8 @@ def cpu_outcomes(shared_cache_dir):
 
 
 @pytest.fixture(scope="session")
-def cuda_outcomes(shared_cache_dir):
-    return run_all("cuda", shared_cache_dir)
+def cuda_outcomes(shared_cache_dir, request):
+    return run_all("cuda", shared_cache_dir, selected_cuda_fixtures(request))
 
 
 @pytest.mark.slow
@@ -328,3 +336,17 @@ def test_manifest_names_existing_files_and_known_verdicts():
         assert named <= vocabulary, name
         expected = spec.get("status_any", [spec.get("status")])[0]
         assert Path(name).name.split("_")[0] in (expected.split("_")[0], "torch", "host", "degenerate"), name
+
+
+def test_the_cuda_runs_follow_the_sessions_selection():
+    """A GPU machine splits the CUDA fixtures between its GPUs by node id: each session runs only its share."""
+    from types import SimpleNamespace
+
+    def item(name: str, fixture: str) -> SimpleNamespace:
+        return SimpleNamespace(originalname=name, callspec=SimpleNamespace(params={"fixture": fixture}))
+
+    first, second = fixtures_for("cuda")[:2]
+    items = [item("test_cuda_fixture_verdict", second), item("test_cuda_fixture_verdict_in_a_stream", first)]
+    assert selected_cuda_fixtures(SimpleNamespace(session=SimpleNamespace(items=items))) == [second]
+    nothing_chosen = SimpleNamespace(session=SimpleNamespace(items=items[1:]))
+    assert selected_cuda_fixtures(nothing_chosen) == fixtures_for("cuda")
