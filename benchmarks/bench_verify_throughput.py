@@ -31,7 +31,6 @@ import argparse
 import itertools
 import json
 import logging
-import math
 import os
 import platform
 import secrets
@@ -46,12 +45,12 @@ import time
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
-from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.cpu_census import CpuCensus, census_lines, smt_line  # noqa: E402
 from benchmarks.gate_watch import GateWatch  # noqa: E402
+from benchmarks.gpu_places import Place, on_place, parse_places, pass_agreement, scaling_lines  # noqa: E402
 from builder import config  # noqa: E402
 from builder.candidates import Candidate  # noqa: E402
 from builder.tasks import load_suite  # noqa: E402
@@ -61,13 +60,11 @@ from builder.verify.compile.extension import CompileResult, build_extension  # n
 from builder.verify.engine import stages, work_queues  # noqa: E402
 from builder.verify.engine.children import build_job, child_env, run_child  # noqa: E402
 from builder.verify.engine.device_gate import (
-    device_gate,
-    keep_timing_cores,  # noqa: E402
+    device_gate,  # noqa: E402
 )
 from builder.verify.engine.verifier import Verifier  # noqa: E402
 from builder.verify.options import VerifyOptions  # noqa: E402
 from builder.verify.sandbox import bytecode_cache  # noqa: E402
-from builder.verify.sandbox.cores import move_this_process  # noqa: E402
 from builder.verify.sandbox.pool import EvalPool
 from builder.verify.sandbox.process import resolve_isolation  # noqa: E402
 from schemas import record_to_dict  # noqa: E402
@@ -264,46 +261,6 @@ def middle_rate(times: list[float], low: float = 0.25, high: float = 0.75) -> fl
     return (last - first) / (times[last] - times[first]) * 3600
 
 
-SCALED_RATES = {"VERIFIED KERNELS/HOUR": "over the run", "kernels/hour after the first evaluated record":
-                "after the first evaluated record", "kernels/hour from the 25 % to the 75 % record": "25-75 %"}  # fmt: skip
-
-
-class WarmPass(NamedTuple):
-    """A warm pass's place: the first `gpus` visible GPUs, and `cores_per_gpu` of the bench's cores for each (the
-    first ones; None: all of them). "1@16" against "2" on a 32-core box is one 16-core GPU box against the box."""
-
-    gpus: int
-    cores_per_gpu: int | None = None
-
-
-def warm_passes(text: str) -> list[WarmPass]:
-    """`--warm-gpus`: comma-separated GPU counts, each optionally @cores per GPU ("1@16,2"); ValueError if not."""
-    passes = []
-    for item in filter(None, text.split(",")):
-        gpus, at, cores = item.partition("@")
-        place = WarmPass(int(gpus), int(cores) if at else None)
-        if place.gpus < 1 or (place.cores_per_gpu is not None and place.cores_per_gpu < 1):
-            raise ValueError(item)
-        passes.append(place)
-    return passes
-
-
-def scaling_lines(rates: dict[tuple[int, int], dict[str, float]]) -> list[str]:
-    """Each several-GPU pass's rates over each one-GPU pass's, from one warm mix ({(GPUs, cores): {rate name:
-    kernels/hour}}): over the run, after the first evaluated record, and from the 25 % to the 75 % record (none
-    without a one-GPU pass)."""
-    lines = []
-    for (count, cores), figures in sorted(rates.items()):
-        for (one_count, one_cores), one in sorted(rates.items()):
-            if count < 2 or one_count != 1:
-                continue
-            parts = [f"{label} {figures[name] / one[name]:.2f}x" for name, label in SCALED_RATES.items()
-                     if one.get(name, 0) > 0 and math.isfinite(figures.get(name, math.nan))]  # fmt: skip
-            if parts:
-                lines.append(f"{count} GPUs on {cores} cores against 1 on {one_cores}: " + ", ".join(parts))
-    return lines
-
-
 def milestone_line(marks: dict[str, float], started: float) -> str:
     """A start's milestones (`builder.verify.milestones`) in the order they were reached, seconds from `started`."""
     if not marks:
@@ -395,7 +352,11 @@ def cut_short(signum, frame) -> None:
     raise RunCutShort
 
 
-def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path | None = None) -> dict[str, float]:
+def measure_stream(
+    pairs, options: VerifyOptions, label: str, records_path: Path | None = None, kept: list | None = None
+) -> dict[str, float]:
+    """One pass of `pairs` through the engine: its figures (printed as they are measured); its records appended to
+    `kept` where given."""
     gate = device_gate(options.backend, options.device_index)
     before = gate.snapshot()
     verifier = CountingVerifier(options)
@@ -420,6 +381,8 @@ def measure_stream(pairs, options: VerifyOptions, label: str, records_path: Path
     try:
         for record in stream:
             records.append(record)
+            if kept is not None:
+                kept.append(record)
             times.append(time.monotonic() - started)
             first = first if first is not None else time.monotonic() - started
             if first_evaluated is None and record.eval_s is not None:  # compile errors come first, unevaluated
@@ -549,6 +512,10 @@ def main() -> None:
                         help="then the same kernels again on the builds the run left (an evaluation-bound mix), "
                              "on the first N visible GPUs for each N, each N@C on C of the cores per GPU, "
                              "e.g. 1@16,2,1")  # fmt: skip
+    parser.add_argument("--cold-gpus", default="",
+                        help="instead of one cold pass on every visible GPU, one on the first N visible GPUs for each "
+                             "N (N@C: on C of the cores per GPU), each from an empty compile cache, then how they "
+                             "scale against the one-GPU pass and agree with it, e.g. 1,4")  # fmt: skip
     parser.add_argument("--child-start", choices=("fork", "exec"), default=None,
                         help="pre-started evaluation children forked from a zygote, or exec'd (default: the config's, "
                              f"{'fork' if config.FORK_EVALUATION_CHILDREN else 'exec'})")  # fmt: skip
@@ -585,11 +552,16 @@ def main() -> None:
         settings = [int(v) for v in args.eval_workers.split(",")] if args.eval_workers else [None]
     except ValueError:
         parser.error(f"--eval-workers: a comma-separated list of integers, not {args.eval_workers!r}")
-    try:
-        warm_gpus = warm_passes(args.warm_gpus)
-    except ValueError:
-        parser.error(f"--warm-gpus: comma-separated GPU counts of 1 or more, each with @cores per GPU or not, "
-                     f"not {args.warm_gpus!r}")  # fmt: skip
+    places = {}
+    for option, text in (("--warm-gpus", args.warm_gpus), ("--cold-gpus", args.cold_gpus)):
+        try:
+            places[option] = parse_places(text)
+        except ValueError:
+            parser.error(f"{option}: comma-separated GPU counts of 1 or more, each with @cores per GPU or not, "
+                         f"not {text!r}")  # fmt: skip
+    warm_gpus, cold_gpus = places["--warm-gpus"], places["--cold-gpus"]
+    if cold_gpus and (warm_gpus or settings != [None] or backend != "cuda"):
+        parser.error("--cold-gpus: on the cuda backend, without --warm-gpus or --eval-workers")
     try:
         reserves = [int(v) for v in args.device_reserve.split(",")] if args.device_reserve else [None]
     except ValueError:
@@ -624,15 +596,23 @@ def main() -> None:
     # Each stage prints as it ends: a run cut short by a time limit still reports what it measured; SIGTERM (as
     # `timeout` sends) ends the stream in progress with its figures and skips the stages after it.
     signal.signal(signal.SIGTERM, cut_short)
+
+    def cold_options(workers: int | None = None) -> VerifyOptions:
+        work = Path(tempfile.mkdtemp(prefix="ka-bench-"))
+        # The cores this process may run on now (a cold pass's place), by the config's rule.
+        compile_workers = args.compile_workers or config.compile_workers_for(len(os.sched_getaffinity(0)))
+        return VerifyOptions(backend=backend, build_cache_dir=work / "builds", baseline_cache_dir=work / "baselines",
+                             trials=config.DEFAULT_TRIALS, eval_workers=workers, profile=args.profile,
+                             compile_workers=compile_workers, engines=args.engines, fork_children=fork_children,
+                             fork_references=True if args.fork_references else None,
+                             refill_after_first_reference=refill_late)  # fmt: skip
+
+    if cold_gpus:
+        measure_cold(count, args.tasks, cold_options, cold_gpus, args.records)
+        return
     # The headline figure first: kernels/hour through the whole engine, cold caches for every setting.
     for workers in settings:
-        work = Path(tempfile.mkdtemp(prefix="ka-bench-"))
-        options = VerifyOptions(backend=backend, build_cache_dir=work / "builds", baseline_cache_dir=work / "baselines",
-                                trials=config.DEFAULT_TRIALS, eval_workers=workers, profile=args.profile,
-                                compile_workers=args.compile_workers or config.COMPILE_WORKERS,
-                                engines=args.engines, fork_children=fork_children,
-                                fork_references=True if args.fork_references else None,
-                                refill_after_first_reference=refill_late)  # fmt: skip
+        options = cold_options(workers)
         pairs = corpus(backend, count, args.tasks)
         label = f"eval workers/device {workers or 'default'}{', profiles on' if args.profile else ''}"
         print(f"{label}: {count} kernels over {len({t.id for _, t in pairs})} tasks, compile workers "
@@ -679,49 +659,70 @@ def copy_agreement(records) -> dict[str, float]:
             "copies: speedups within 5 % of their kernel's median": within}  # fmt: skip
 
 
-def measure_warm(pairs, options: VerifyOptions, places: list[WarmPass], records_path: Path | None) -> None:
+def measure_warm(pairs, options: VerifyOptions, places: list[Place], records_path: Path | None) -> None:
     """The last run's kernels again, each build now a cache hit, with baselines measured afresh: the rate the
     evaluation side makes on 1, 2, ... of the visible GPUs (the engine puts its workers on every visible GPU), each
-    on all of the bench's cores or on some per GPU. Every pass starts on the cores it is given: a one-GPU pass's
-    kept timing cores are given back after it (`keep_timing_cores`), or the next pass would start without them."""
-    visible = environment.visible_gpu_ids()
-    before = os.environ.get("CUDA_VISIBLE_DEVICES")
-    keep_timing_cores(0, 0)  # an in-process run before (the cold one on one GPU) kept some
-    own = sorted(os.sched_getaffinity(0))
+    on all of the bench's cores or on some per GPU."""
+    visible, own = environment.visible_gpu_ids(), sorted(os.sched_getaffinity(0))
     rates: dict[tuple[int, int], dict[str, float]] = {}
     variant = (
         "" if options.device_reserve_bytes is None else f", device reserve {options.device_reserve_bytes >> 20} MiB"
     ) + (
         "" if options.device_connections is None else f", {work_queues.queues(options) or 'default'} device connections"
     )
-    try:
-        for place in places:
-            count = place.gpus
-            cores = own[: count * place.cores_per_gpu] if place.cores_per_gpu else own
-            if count > len(visible) or len(cores) < count * (place.cores_per_gpu or 1):
-                print(f"warm compile cache, {count} GPUs on {place.cores_per_gpu or 'all'} cores each: skipped, "
-                      f"{len(visible)} visible, {len(own)} cores", flush=True)  # fmt: skip
-                continue
-            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(visible[:count])
-            move_this_process(set(cores))
+    for place in places:
+        if not place.fits(visible, own):
+            print(f"warm compile cache, {place.gpus} GPUs on {place.cores_per_gpu or 'all'} cores each: skipped, "
+                  f"{len(visible)} visible, {len(own)} cores", flush=True)  # fmt: skip
+            continue
+        with on_place(place, visible, own) as cores:
             warm = replace(options, baseline_cache_dir=Path(tempfile.mkdtemp(prefix="ka-bench-baselines-")))
-            gpus = f"{count} GPU{'s' if count > 1 else ''} ({os.environ['CUDA_VISIBLE_DEVICES']}) on {len(cores)} cores"
-            label = f"warm compile cache, {gpus}{variant}"
+            label = f"warm compile cache, {place_name(place, visible, cores)}{variant}"
             print(f"{label}: {len(pairs)} kernels", flush=True)
             figures = measure_stream(pairs, warm, label, records_path)
-            keep_timing_cores(0, 0)  # what a one-GPU pass kept, back to this pass's cores
-            show(figures)
-            if CUT_SHORT.is_set():  # a run cut short is no figure to scale by
-                return
-            rates[(count, len(cores))] = {name.removeprefix(f"{label}: "): value for name, value in figures.items()}
-        for line in scaling_lines(rates):
-            print(f"warm compile cache{variant}: {line}", flush=True)
-    finally:
-        move_this_process(set(own))
-        if before is None:
-            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-        else:
-            os.environ["CUDA_VISIBLE_DEVICES"] = before
+        show(figures)
+        if CUT_SHORT.is_set():  # a run cut short is no figure to scale by
+            return
+        rates[(place.gpus, len(cores))] = {name.removeprefix(f"{label}: "): value for name, value in figures.items()}
+    for line in scaling_lines(rates):
+        print(f"warm compile cache{variant}: {line}", flush=True)
+
+
+def measure_cold(count: int, task_count: int, make_options, places: list[Place], records_path: Path | None) -> None:
+    """The same mix from an empty compile cache on each place in turn (each pass its own copies of the kernels, so
+    nothing is served from an earlier pass's cache), then how the passes on several GPUs scale against the one-GPU
+    pass and whether they agree with it kernel by kernel."""
+    visible, own = environment.visible_gpu_ids(), sorted(os.sched_getaffinity(0))
+    rates: dict[tuple[int, int], dict[str, float]] = {}
+    passes: dict[tuple[int, int], list] = {}
+    for place in places:
+        if not place.fits(visible, own):
+            print(f"cold, {place.gpus} GPUs on {place.cores_per_gpu or 'all'} cores each: skipped, "
+                  f"{len(visible)} visible, {len(own)} cores", flush=True)  # fmt: skip
+            continue
+        with on_place(place, visible, own) as cores:
+            options = make_options()
+            label = f"cold, {place_name(place, visible, cores)}"
+            print(f"{label}: {count} kernels, compile workers {options.compile_workers}", flush=True)
+            records: list = []
+            figures = measure_stream(corpus(options.backend, count, task_count), options, label, records_path, records)
+        show(figures)
+        key = (place.gpus, len(cores))
+        passes[key] = records
+        if CUT_SHORT.is_set():
+            break
+        rates[key] = {name.removeprefix(f"{label}: "): value for name, value in figures.items()}
+    for line in scaling_lines(rates):
+        print(f"cold: {line}", flush=True)
+    for (gpus, cores), records in sorted(passes.items()):
+        for (one_gpus, one_cores), one in sorted(passes.items()):
+            if gpus > 1 and one_gpus == 1:
+                for name, value in pass_agreement(one, records).items():
+                    print(f"cold: {gpus} GPUs on {cores} cores against 1 on {one_cores}: {name:40s} {value:8.1f}")
+
+
+def place_name(place: Place, visible: list[str], cores: list[int]) -> str:
+    return f"{place.gpus} GPU{'s' if place.gpus > 1 else ''} ({','.join(visible[: place.gpus])}) on {len(cores)} cores"
 
 
 def show(figures: dict[str, float]) -> None:

@@ -118,9 +118,16 @@ SCRATCH_PREFIXES = {"compile": "ka-compile-", "evaluation": "ka-eval-", "baselin
                     "reference": "ka-reference-", "profiling": "ka-ncu-", "zygote": "ka-zygote-"}  # fmt: skip
 CPU_EXTENSION_CFLAGS = CUDA_EXTENSION_CFLAGS = ("-O3",)  # no --use_fast_math: numerics (VerifyOptions.fast_math)
 CUDA_FAST_MATH_FLAG = "--use_fast_math"
-# Parallel compile children (each runs ninja/nvcc): half the cores this process may run on, not the machine's
-# (a process pinned to 16 of 32 cores, or a container's CPU set, gets 8).
-COMPILE_WORKERS = max(1, len(os.sched_getaffinity(0)) // 2)
+
+
+def compile_workers_for(cores: int) -> int:
+    """Parallel compile children (each runs ninja/nvcc) for a process that may run on `cores` cores: half of them."""
+    return max(1, cores // 2)
+
+
+# From the cores this process may run on, not the machine's (a process pinned to 16 of 32 cores, or a container's
+# CPU set, gets 8).
+COMPILE_WORKERS = compile_workers_for(len(os.sched_getaffinity(0)))
 # Candidates per shared build at most (the torch headers dominate a build), no more than an even share of the
 # compile workers; a stream's first builds ramp up from COMPILE_FIRST_BATCH_SIZE (docs/architecture.md).
 COMPILE_BATCH_SIZE, COMPILE_FIRST_BATCH_SIZE = 16, 4

@@ -8,8 +8,6 @@ import json
 import logging
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location(
     "bench_verify_throughput", ROOT / "benchmarks" / "bench_verify_throughput.py"
@@ -75,31 +73,6 @@ def test_the_phase_log_counts_the_pairs_handed_back_at_the_end():
         logging.makeLogRecord({"name": "builder.verify.engine.verifier", "msg": "kernel handed back 3 times"})
     )
     assert phase_log.handed_back == [5, 4]
-
-
-def test_two_gpus_rates_are_read_against_one_gpus_from_the_same_pass():
-    one = {"VERIFIED KERNELS/HOUR": 3500.0, "kernels/hour after the first evaluated record": 3750.0,
-           "kernels/hour from the 25 % to the 75 % record": 4900.0, "wall s": 98.0}  # fmt: skip
-    two = {"VERIFIED KERNELS/HOUR": 5250.0, "kernels/hour after the first evaluated record": 6900.0,
-           "kernels/hour from the 25 % to the 75 % record": float("nan"), "wall s": 66.0}  # fmt: skip
-    assert bench.scaling_lines({(1, 16): one, (2, 32): two}) == [
-        "2 GPUs on 32 cores against 1 on 16: over the run 1.50x, after the first evaluated record 1.84x"
-    ]  # nan: left out
-    assert bench.scaling_lines({(2, 32): two}) == []  # nothing to scale by
-    assert bench.scaling_lines({(1, 16): one}) == []
-    wider = dict(one, **{"VERIFIED KERNELS/HOUR": 3750.0})  # one GPU given all 32 cores
-    assert bench.scaling_lines({(1, 16): one, (1, 32): wider, (2, 32): two}) == [
-        "2 GPUs on 32 cores against 1 on 16: over the run 1.50x, after the first evaluated record 1.84x",
-        "2 GPUs on 32 cores against 1 on 32: over the run 1.40x, after the first evaluated record 1.84x",
-    ]
-
-
-def test_warm_passes_name_gpus_and_the_cores_each_gets():
-    assert bench.warm_passes("1@16,2,1") == [bench.WarmPass(1, 16), bench.WarmPass(2), bench.WarmPass(1)]
-    assert bench.warm_passes("") == []
-    for bad in ("0", "1@0", "two", "1@", "1@x"):
-        with pytest.raises(ValueError):
-            bench.warm_passes(bad)
 
 
 def test_the_middle_rate_leaves_out_the_start_and_the_last_records():
