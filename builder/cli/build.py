@@ -25,7 +25,7 @@ def build(
     backend: str = typer.Option("cuda", "--backend", help="cuda | cpu"),
     gpus: Optional[int] = typer.Option(None, "--gpus", min=1, help="GPUs to use (default: all visible)."),
     compile_workers: Optional[int] = typer.Option(
-        None, "--compile-workers", min=1, help="Parallel compiles (default: CPU cores)."
+        None, "--compile-workers", min=1, help="Parallel compiles (default: half the cores this process may run on)."
     ),
     executor: str = typer.Option("local", "--executor", help="local | ray"),
     ray_address: Optional[str] = typer.Option(
