@@ -9,7 +9,7 @@ The block lies between `<!-- figures:begin -->` and `<!-- figures:end -->`. Its 
   builder commits that verified them, and the record fields of the current schema the sample lacks;
 - every `benchmarks/reports/*.json`, one a benchmark run: `kind`, `title`, `date`, `commit`, `gpu`, `command`,
   and the figures. A `reverify` report holds the keys of `kernel-archive reverify`'s report.json (`kernels`,
-  `verdicts`, `speedup`); a `throughput` or `scaling` report holds `figures`. Reports transcribed from a log
+  `verdicts`, `speedup`); a `throughput`, `scaling` or `cold_scaling` report holds `figures`. Reports transcribed from a log
   rather than written by their command say so in `transcribed`.
 
 docs/benchmarks.md lists the commands; a test runs `--check` against the real README.
@@ -69,7 +69,20 @@ def scaling_line(report: dict) -> str:
     )
 
 
-KINDS = {"reverify": reverify_line, "throughput": throughput_line, "scaling": scaling_line}
+def cold_scaling_line(report: dict) -> str:
+    f = report["figures"]
+    first = f["first_evaluated_record_s"]
+    return (
+        f"**Scaling from a cold start, {report['title']}**: {f['ratio']:.2f}x the one-GPU rate over the run "
+        f"({_count(f['several_gpus_per_hour'])} against {_count(f['one_gpu_per_hour'])} kernels/hour; first evaluated "
+        f"record at {first['several_gpus']} s against {first['one_gpu']} s), {f['ratio_after_first_record']:.2f}x "
+        f"after the first evaluated record, {f['ratio_middle']:.2f}x from the 25 % to the 75 % record; "
+        f"{f['agreement']} ({f['mix']})"
+    )
+
+
+KINDS = {"reverify": reverify_line, "throughput": throughput_line, "scaling": scaling_line,
+         "cold_scaling": cold_scaling_line}  # fmt: skip
 
 
 def report_line(name: str, report: dict) -> str:
