@@ -597,10 +597,13 @@ def main() -> None:
     # `timeout` sends) ends the stream in progress with its figures and skips the stages after it.
     signal.signal(signal.SIGTERM, cut_short)
 
-    def cold_options(workers: int | None = None) -> VerifyOptions:
+    def cold_options(workers: int | None = None, cores: int | None = None) -> VerifyOptions:
+        """A cold pass's options: empty caches; compile workers by the config's rule for the pass's `cores` (a
+        place's), else the config's own."""
         work = Path(tempfile.mkdtemp(prefix="ka-bench-"))
-        # The cores this process may run on now (a cold pass's place), by the config's rule.
-        compile_workers = args.compile_workers or config.compile_workers_for(len(os.sched_getaffinity(0)))
+        compile_workers = args.compile_workers or (
+            config.compile_workers_for(cores) if cores else config.COMPILE_WORKERS
+        )
         return VerifyOptions(backend=backend, build_cache_dir=work / "builds", baseline_cache_dir=work / "baselines",
                              trials=config.DEFAULT_TRIALS, eval_workers=workers, profile=args.profile,
                              compile_workers=compile_workers, engines=args.engines, fork_children=fork_children,
@@ -701,7 +704,7 @@ def measure_cold(count: int, task_count: int, make_options, places: list[Place],
                   f"{len(visible)} visible, {len(own)} cores", flush=True)  # fmt: skip
             continue
         with on_place(place, visible, own) as cores:
-            options = make_options()
+            options = make_options(cores=len(cores))
             label = f"cold, {place_name(place, visible, cores)}"
             print(f"{label}: {count} kernels, compile workers {options.compile_workers}", flush=True)
             records: list = []
