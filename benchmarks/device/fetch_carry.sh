@@ -30,8 +30,9 @@ if [ "${WITH_RAY:-0}" = 1 ]; then
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$python_version" --implementation cp \
     "${platforms[@]}" -d "$scratch" "ray==$ray_version"
   mkdir -p "$scratch/site" .ray
-  (cd "$scratch/site" && python3 -m zipfile -e "$scratch"/ray-*.whl . \
-    && rm -rf ray/jars ray/dashboard/client/build ray/rllib ray/serve ray/tune ray/train ray/llm ray/data)
+  # unzip, not Python's zipfile: it keeps the executable bits of Ray's raylet and GCS server
+  unzip -q "$scratch"/ray-*.whl -d "$scratch/site"
+  (cd "$scratch/site" && rm -rf ray/jars ray/dashboard/client/build ray/rllib ray/serve ray/tune ray/train ray/llm ray/data)
   tar -C "$scratch/site" -cJf ".ray/ray-$ray_version-core.tar.xz" .
   rm -rf "$scratch"
 fi
