@@ -50,7 +50,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.cpu_census import CpuCensus, census_lines, smt_line  # noqa: E402
 from benchmarks.gate_watch import GateWatch  # noqa: E402
-from benchmarks.gpu_places import Place, on_place, parse_places, pass_agreement, scaling_lines  # noqa: E402
+from benchmarks.gpu_places import (  # noqa: E402
+    Place,
+    on_place,
+    parse_places,
+    pass_agreement,
+    place_name,
+    places_that_fit,
+    scaling_lines,
+)
 from builder import config  # noqa: E402
 from builder.candidates import Candidate  # noqa: E402
 from builder.tasks import load_suite  # noqa: E402
@@ -673,11 +681,7 @@ def measure_warm(pairs, options: VerifyOptions, places: list[Place], records_pat
     ) + (
         "" if options.device_connections is None else f", {work_queues.queues(options) or 'default'} device connections"
     )
-    for place in places:
-        if not place.fits(visible, own):
-            print(f"warm compile cache, {place.gpus} GPUs on {place.cores_per_gpu or 'all'} cores each: skipped, "
-                  f"{len(visible)} visible, {len(own)} cores", flush=True)  # fmt: skip
-            continue
+    for place in places_that_fit(places, visible, own, "warm compile cache"):
         with on_place(place, visible, own) as cores:
             warm = replace(options, baseline_cache_dir=Path(tempfile.mkdtemp(prefix="ka-bench-baselines-")))
             label = f"warm compile cache, {place_name(place, visible, cores)}{variant}"
@@ -698,11 +702,7 @@ def measure_cold(count: int, task_count: int, make_options, places: list[Place],
     visible, own = environment.visible_gpu_ids(), sorted(os.sched_getaffinity(0))
     rates: dict[tuple[int, int], dict[str, float]] = {}
     passes: dict[tuple[int, int], list] = {}
-    for place in places:
-        if not place.fits(visible, own):
-            print(f"cold, {place.gpus} GPUs on {place.cores_per_gpu or 'all'} cores each: skipped, "
-                  f"{len(visible)} visible, {len(own)} cores", flush=True)  # fmt: skip
-            continue
+    for place in places_that_fit(places, visible, own, "cold"):
         with on_place(place, visible, own) as cores:
             options = make_options(cores=len(cores))
             label = f"cold, {place_name(place, visible, cores)}"
@@ -722,10 +722,6 @@ def measure_cold(count: int, task_count: int, make_options, places: list[Place],
             if gpus > 1 and one_gpus == 1:
                 for name, value in pass_agreement(one, records).items():
                     print(f"cold: {gpus} GPUs on {cores} cores against 1 on {one_cores}: {name:40s} {value:8.1f}")
-
-
-def place_name(place: Place, visible: list[str], cores: list[int]) -> str:
-    return f"{place.gpus} GPU{'s' if place.gpus > 1 else ''} ({','.join(visible[: place.gpus])}) on {len(cores)} cores"
 
 
 def show(figures: dict[str, float]) -> None:

@@ -31,6 +31,20 @@ class Place(NamedTuple):
         return self.gpus <= len(visible) and len(self.cores(own)) >= self.gpus * (self.cores_per_gpu or 1)
 
 
+def places_that_fit(places: list[Place], visible: list[str], own: list[int], kind: str) -> Iterator[Place]:
+    """The places this machine has room for, in order; a line for each one skipped (`kind`: the passes' name)."""
+    for place in places:
+        if place.fits(visible, own):
+            yield place
+        else:
+            print(f"{kind}, {place.gpus} GPUs on {place.cores_per_gpu or 'all'} cores each: skipped, "
+                  f"{len(visible)} visible, {len(own)} cores", flush=True)  # fmt: skip
+
+
+def place_name(place: Place, visible: list[str], cores: list[int]) -> str:
+    return f"{place.gpus} GPU{'s' if place.gpus > 1 else ''} ({','.join(visible[: place.gpus])}) on {len(cores)} cores"
+
+
 def parse_places(text: str) -> list[Place]:
     """Comma-separated GPU counts, each optionally @cores per GPU ("1@16,2"); ValueError if not."""
     places = []

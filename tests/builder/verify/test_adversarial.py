@@ -345,8 +345,12 @@ def test_the_cuda_runs_follow_the_sessions_selection():
     def item(name: str, fixture: str) -> SimpleNamespace:
         return SimpleNamespace(originalname=name, callspec=SimpleNamespace(params={"fixture": fixture}))
 
+    def request_for(items: list) -> SimpleNamespace:  # pytest's request: its session's selected items
+        request = SimpleNamespace()
+        request.session = SimpleNamespace(items=items)
+        return request
+
     first, second = fixtures_for("cuda")[:2]
     items = [item("test_cuda_fixture_verdict", second), item("test_cuda_fixture_verdict_in_a_stream", first)]
-    assert selected_cuda_fixtures(SimpleNamespace(session=SimpleNamespace(items=items))) == [second]
-    nothing_chosen = SimpleNamespace(session=SimpleNamespace(items=items[1:]))
-    assert selected_cuda_fixtures(nothing_chosen) == fixtures_for("cuda")
+    assert selected_cuda_fixtures(request_for(items)) == [second]
+    assert selected_cuda_fixtures(request_for(items[1:])) == fixtures_for("cuda")
