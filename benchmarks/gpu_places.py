@@ -14,7 +14,7 @@ from builder.verify.sandbox.cores import move_this_process
 
 SCALED_RATES = {"VERIFIED KERNELS/HOUR": "over the run", "kernels/hour after the first evaluated record":
                 "after the first evaluated record", "kernels/hour from the 25 % to the 75 % record": "25-75 %"}  # fmt: skip
-SPEEDUP_TOLERANCE = 0.05  # two passes' speedups of one kernel agree within this (the issue's re-verification bar)
+SPEEDUP_TOLERANCE = 0.05  # two passes' speedups of one kernel agree within this (re-verification's ±5 % bar)
 
 
 class Place(NamedTuple):
