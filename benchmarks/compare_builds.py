@@ -2,7 +2,7 @@
 verdicts and flags, and correct kernels' speedups over eager within a tolerance of each other. For an executor or
 a GPU count against another (`--executor ray` against `local`, four GPUs against one) on one machine.
 
-    python benchmarks/compare_builds.py BUILD_A BUILD_B [--tolerance 0.05] [--json OUT]
+    python benchmarks/compare_builds.py BUILD_A BUILD_B [--tolerance T] [--json OUT]
 
 Prints one line a figure and, where they differ, the pairs that do; exit 0 either way (a comparison, not a check),
 2 for a directory that holds no build.
@@ -17,19 +17,25 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from builder import config  # noqa: E402
 from builder.errors import UsageError  # noqa: E402
 from builder.pipeline.store import Store  # noqa: E402
+
+
+def compared_fields(record) -> dict:
+    """What two judgements of one kernel must share: its status and flags, and (correct) its speedup over eager."""
+    return {"status": record.status, "flags": sorted(record.flags or []), "speedup": record.speedup_eager}
 
 
 def load(build_dir: Path) -> dict[tuple[str, str], dict]:
     """(task_id, kernel_id) -> the fields compared, for every record the build stored."""
     with Store.open_existing(build_dir) as store:
         records = store.records_for(store.done_keys())
-    return {(r.task_id, r.kernel_id): {"status": r.status, "flags": sorted(r.flags or []),
-                                       "speedup": r.speedup_eager} for r in records}  # fmt: skip
+    return {(r.task_id, r.kernel_id): compared_fields(r) for r in records}
 
 
-def compare(first: dict, second: dict, tolerance: float) -> dict:
+def compare(first: dict, second: dict, tolerance: float = config.REVERIFY_SPEEDUP_TOLERANCE) -> dict:
+    """Two judgements of the same kernels ({key: compared_fields}), kernel by kernel."""
     both = sorted(set(first) & set(second))
     status_differs = [key for key in both if first[key]["status"] != second[key]["status"]]
     flags_differ = [key for key in both if key not in status_differs and first[key]["flags"] != second[key]["flags"]]
@@ -72,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("first", type=Path)
     parser.add_argument("second", type=Path)
-    parser.add_argument("--tolerance", type=float, default=0.05, help="relative speedup gap allowed (0.05)")
+    parser.add_argument("--tolerance", type=float, default=config.REVERIFY_SPEEDUP_TOLERANCE,
+                        help=f"relative speedup gap allowed ({config.REVERIFY_SPEEDUP_TOLERANCE})")  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write the comparison here")
     args = parser.parse_args(argv)
     try:

@@ -9,12 +9,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
 
+from benchmarks.compare_builds import compare, compared_fields
+from builder import config
 from builder.verify.engine.device_gate import keep_timing_cores
 from builder.verify.sandbox.cores import move_this_process
 
 SCALED_RATES = {"VERIFIED KERNELS/HOUR": "over the run", "kernels/hour after the first evaluated record":
                 "after the first evaluated record", "kernels/hour from the 25 % to the 75 % record": "25-75 %"}  # fmt: skip
-SPEEDUP_TOLERANCE = 0.05  # two passes' speedups of one kernel agree within this (re-verification's ±5 % bar)
 
 
 class Place(NamedTuple):
@@ -96,19 +97,15 @@ def scaling_lines(rates: dict[tuple[int, int], dict[str, float]]) -> list[str]:
 
 def pass_agreement(first: list, second: list) -> dict[str, float]:
     """Two passes over one mix (kernels matched by task and name; cold passes build their own copies under the same
-    names): how many kernels both passes judged, how many got the same status and flags, and how many kernels correct
-    in both have speedups over eager within SPEEDUP_TOLERANCE of each other."""
-    one = {(r.task_id, r.kernel_name): r for r in first}
-    other = {(r.task_id, r.kernel_name): r for r in second}
-    both = sorted(set(one) & set(other))
-    same = [
-        k
-        for k in both
-        if one[k].status == other[k].status and sorted(one[k].flags or []) == sorted(other[k].flags or [])
-    ]
-    gaps = [other[k].speedup_eager / one[k].speedup_eager - 1 for k in both
-            if one[k].status == other[k].status == "correct" and one[k].speedup_eager and other[k].speedup_eager]  # fmt: skip
-    return {"kernels in both passes": len(both), "same status and flags": len(same),
-            "correct in both": len(gaps),
-            f"speedups within {SPEEDUP_TOLERANCE:.0%} of each other": sum(abs(g) <= SPEEDUP_TOLERANCE for g in gaps),
-            "largest speedup gap %": max((abs(g) for g in gaps), default=0.0) * 100}  # fmt: skip
+    names), compared as two builds are (`compare_builds.compare`): how many kernels both passes judged, how many got
+    the same status and flags, and how many kernels correct in both have speedups over eager within re-verification's
+    tolerance of each other."""
+    one, other = ({(r.task_id, r.kernel_name): compared_fields(r) for r in records} for records in (first, second))
+    result = compare(one, other)
+    tolerance = config.REVERIFY_SPEEDUP_TOLERANCE
+    return {"kernels in both passes": result["in_both"],
+            "same status and flags": result["in_both"] - len(result["status_differs"]) - len(result["flags_differ"]),
+            "correct in both": result["correct_in_both"],
+            f"speedups within {tolerance:.0%} of each other":
+                result["correct_in_both"] - len(result["speedups_outside"]),
+            "largest speedup gap %": result["largest_gap"] * 100}  # fmt: skip

@@ -9,8 +9,8 @@ The block lies between `<!-- figures:begin -->` and `<!-- figures:end -->`. Its 
   builder commits that verified them, and the record fields of the current schema the sample lacks;
 - every `benchmarks/reports/*.json`, one a benchmark run: `kind`, `title`, `date`, `commit`, `gpu`, `command`,
   and the figures. A `reverify` report holds the keys of `kernel-archive reverify`'s report.json (`kernels`,
-  `verdicts`, `speedup`); a `throughput`, `scaling` or `cold_scaling` report holds `figures`. Reports transcribed from a log
-  rather than written by their command say so in `transcribed`.
+  `verdicts`, `speedup`); a `throughput`, `scaling` or `cold_scaling` report holds `figures`. Reports transcribed
+  from a log rather than written by their command say so in `transcribed`.
 
 docs/benchmarks.md lists the commands; a test runs `--check` against the real README.
 """
