@@ -107,6 +107,14 @@ FUNCTIONAL_CHECK_TIMEOUT_S = 300.0
 BUILD_DB_NAME = "archive.duckdb"  # the store inside a build dir
 BUILD_PROGRESS_NAME = "progress.json"  # snapshot the build rewrites so `status` works while the DB is locked
 RAY_CONNECT_TIMEOUT_S = 10.0  # --ray-address must accept a TCP connection within this (ray.init retries for minutes)
+# --executor ray: a node engine per node (builder/pipeline/ray_node_engine.py). Each is kept RAY_ENGINE_QUEUE_PAIRS
+# pairs ahead of what its compile windows have read, topped up once below half of that: a node claims no more than it
+# starts on soon, so the nodes share the work, and a lost node hands few pairs back.
+RAY_ENGINE_QUEUE_PAIRS = 32
+RAY_EXCHANGE_WAIT_S = 1.0  # an exchange with a node engine returns within this even with nothing to say
+RAY_NODE_SCAN_S = 30.0  # how often a stream looks for nodes that joined the cluster (each gets an engine)
+RAY_ENGINE_START_TIMEOUT_S = 900.0  # a node engine's start and control kernel (a cold compile) must end within this
+RAY_ENGINE_CLOSE_TIMEOUT_S = 30.0  # a node engine's own close (its children stopped) before it is killed
 SEED_POLICY = "secrets.randbits(63) per build run, recorded in the builds table and in every record"
 PROGRESS_REFRESH_PER_S = 4
 PARQUET_SHARD_MAX_ROWS = 50_000  # rows per Parquet file of a split (keeps files well under Hub limits)

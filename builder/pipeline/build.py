@@ -109,17 +109,16 @@ class Orchestrator:
         show_progress: bool = True,
         *,
         make_verifier: VerifierFactory = real_verifier,
-        ray_engine: Any = None,
     ):
-        """`make_verifier` (local executor) and `ray_engine` (Ray executor, None: the real engine) are what
-        verifies: the real engine unless a test or an experiment passes a stand-in (executors.py)."""
+        """`make_verifier` is what verifies, on either executor: the real engine unless a test or an experiment
+        passes a stand-in (executors.py)."""
         self.params = params
         self.show_progress = show_progress
         self.make_verifier = make_verifier
-        self.ray_engine = ray_engine
         self.counters = BuildCounters()
         self.notes: list[str] = []
         self.failures_in_a_row = 0  # of the machinery, since the last stored record
+        self._incidents_in_a_row: set[str] = set()  # each counted once however many pairs it cost
 
     def _select_tasks(self) -> list[Task]:
         suite = load_suite(self.params.suite)
@@ -180,9 +179,7 @@ class Orchestrator:
             baseline_cache_dir=params.out / "baselines",
         )
         settings = ExecutorSettings(params.backend, params.gpus, params.compile_workers, params.ray_address)
-        executor = make_executor(
-            params.executor, options, settings, make_verifier=self.make_verifier, ray_engine=self.ray_engine
-        )
+        executor = make_executor(params.executor, options, settings, make_verifier=self.make_verifier)
         self.counters.waiting = len(store.waiting())  # left by an earlier run: tried again below
         try:
             preflight = getattr(executor, "preflight", None)
@@ -242,6 +239,7 @@ class Orchestrator:
                     self._machinery_failed(store, item)
                 else:
                     self.failures_in_a_row = 0
+                    self._incidents_in_a_row.clear()
                     if store.add_record(item):
                         self.counters.add(item)
                     if self.counters.waiting:  # the record took its pair off the waiting list
@@ -254,10 +252,14 @@ class Orchestrator:
 
     def _machinery_failed(self, store: Store, failure: InfrastructureFailure) -> None:
         """A pair the builder's machinery failed: noted as waiting (no record); the build stops after
-        `config.INFRA_CONSECUTIVE_FAILURES_MAX` in a row."""
+        `config.INFRA_CONSECUTIVE_FAILURES_MAX` in a row, the pairs of one incident counting once."""
         store.note_waiting(failure.task_id, failure.kernel_id, failure.reason)
         self.counters.machinery_failures += 1
         self.counters.waiting = len(store.waiting())
+        if failure.incident in self._incidents_in_a_row:
+            return  # another pair of an incident already counted (an engine that ended holding several)
+        if failure.incident is not None:
+            self._incidents_in_a_row.add(failure.incident)
         self.failures_in_a_row += 1
         if self.failures_in_a_row >= config.INFRA_CONSECUTIVE_FAILURES_MAX:
             raise InfrastructureError(
@@ -285,8 +287,7 @@ def run_build(
     show_progress: bool = True,
     *,
     make_verifier: VerifierFactory = real_verifier,
-    ray_engine: Any = None,
 ) -> Orchestrator:
-    orchestrator = Orchestrator(params, show_progress, make_verifier=make_verifier, ray_engine=ray_engine)
+    orchestrator = Orchestrator(params, show_progress, make_verifier=make_verifier)
     orchestrator.run()
     return orchestrator

@@ -2,11 +2,11 @@
 
 - `LocalExecutor`: the verify engine's `Verifier.stream` (compile pool on the CPU cores pipelined with
   several evaluation workers per visible GPU, each timing window owning its GPU) on this machine.
-- `RayExecutor`: compile and evaluate as Ray tasks on a Ray cluster (evaluation tasks ask for one GPU on
-  the CUDA backend). Records come back to the orchestrator, which stays the only writer of the store.
+- `RayExecutor`: the same engine on every node of a Ray cluster, one node engine (a Ray actor holding the node's
+  GPUs) per node, fed pairs by the orchestrator, which takes the records back and stays the store's only writer.
 
 Both only ever hand candidates to the engine, whose sandboxed children are the only processes that run
-generated code. What verifies is passed in (`make_verifier`, `ray_engine`), the real engine by default; a
+generated code. What verifies is passed in (`make_verifier`), the real engine's `Verifier` by default; a
 record that anything else made is stamped with its name (`stand_in_verifier`), so that no stand-in's verdict
 can pass for a verified one in a store or an export.
 """
@@ -49,20 +49,13 @@ class LocalExecutor:
             close()
 
 
-def make_executor(
-    name: str,
-    options: Any,
-    settings: ExecutorSettings,
-    *,
-    make_verifier: VerifierFactory = real_verifier,
-    ray_engine: Any = None,
-) -> Any:
-    """The executor called `name`: `make_verifier` serves the local one, `ray_engine` (a module, or a class,
-    with compile_candidate and evaluate_compiled; None: the real engine) the Ray one."""
+def make_executor(name: str, options: Any, settings: ExecutorSettings, *,
+                  make_verifier: VerifierFactory = real_verifier) -> Any:  # fmt: skip
+    """The executor called `name`, its engines made by `make_verifier` (on Ray, inside each node engine's actor)."""
     if name == "local":
         return LocalExecutor(options, settings, make_verifier)
     if name == "ray":
         from builder.pipeline.ray_executor import RayExecutor
 
-        return RayExecutor(options, settings, ray_engine)
+        return RayExecutor(options, settings, make_verifier)
     raise UsageError(f"unknown executor '{name}' (expected one of {', '.join(EXECUTOR_NAMES)})")

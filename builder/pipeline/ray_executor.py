@@ -1,22 +1,21 @@
-"""Ray executor (optional extra `ray`): compile and evaluate candidates as Ray tasks.
+"""Ray executor (optional extra `ray`): a node engine per Ray node, fed by the build, which stays the store's only
+writer.
 
-Compile tasks take one CPU each; evaluation tasks take one GPU on the CUDA backend (Ray sets
-CUDA_VISIBLE_DEVICES for them, so the engine evaluates on device 0 of what it sees). The orchestrator
-keeps a bounded window of tasks in flight and yields records as they finish, in completion order.
+Each node that can evaluate (a GPU on the CUDA backend, a CPU on the CPU backend) gets one `NodeEngine` actor
+(`ray_node_engine.py`): the local executor's engine over the GPUs Ray lends it there, with its compile pool,
+pre-started children and shared references and baselines. The build hands each node pairs as its engine reads
+them and takes the records back in completion order. Workers import the project from this checkout's path (and
+the driver's PYTHONPATH), so every node needs the same checkout at the same path; builds are content-addressed in
+each node's compile cache.
 
-Workers import the project from this checkout's path (and the driver's PYTHONPATH), so every node needs the
-same checkout at the same path. On a multi-node cluster the compile cache should live on shared storage; when
-an evaluation lands on a node where the compiled library is missing, it recompiles there (content-addressed,
-so the same build).
+Before the first candidate every node engine runs the engine's control kernel: a node that cannot verify a
+known-good kernel stops the build with one line before anything is stored. A node that joins later gets an engine
+once its control passes (a stream looks every `RAY_NODE_SCAN_S`); one whose control fails is left out, and said so.
 
-Before the first candidate, the engine's control kernel (`control_check`) runs on every node that evaluates, with
-the resources an evaluation takes there: a node that cannot verify a known-good kernel stops the build with one
-line before anything is stored. Each evaluation task runs it too, where it has not passed on that node and device
-lately (a marker file makes that free), so a node that joins later is checked before its first verdict.
-
-A Ray task that fails (its worker killed, its node lost, the engine raising) says nothing about the kernel,
-which runs only in the engine's sandboxed children: the pair comes back as an `InfrastructureFailure`, which
-the build puts back in its queue, never as a record.
+A node engine that is lost (its actor killed, its node gone, the engine raising) says nothing about the kernels it
+held, which ran only in the engine's sandboxed children: each pair it held comes back as an
+`InfrastructureFailure`, one incident for all of them, which the build puts back in its queue, never as a record.
+The next stream starts a new engine wherever a live node has none.
 """
 
 from __future__ import annotations
@@ -26,45 +25,23 @@ import os
 import signal
 import socket
 import threading
+import time
+import uuid
 from collections.abc import Iterable, Iterator
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from builder import config
 from builder.candidates import Candidate
 from builder.errors import InfrastructureError, UsageError
-from builder.pipeline.engine_access import ExecutorSettings, real_engine, stamped, stand_in_name
+from builder.pipeline.engine_access import ExecutorSettings, VerifierFactory, real_verifier, stamped, stand_in_name
+from builder.pipeline.ray_node_engine import NodeEngine
 from builder.tasks import Task
 from builder.verify.engine.infrastructure import InfrastructureFailure
 
-IN_FLIGHT_PER_CPU = 2  # evaluation tasks submitted ahead per cluster CPU (keeps memory bounded)
-TASK_RETRIES = 1  # Ray re-runs a task whose worker or node died once before its pair goes back to the build
+log = logging.getLogger(__name__)
 
-
-def _compile_task(engine: Any, candidate: Candidate, task: Task, options: Any) -> Any:
-    return engine.compile_candidate(candidate, task, options)
-
-
-def _control_task(engine: Any, options: Any) -> str | None:
-    """Why the engine's control kernel fails on this worker's node and device, or None (also for an engine that
-    has no control: a stand-in)."""
-    check = getattr(engine, "control_check", None)
-    if not callable(check):
-        return None
-    try:
-        check(options)
-    except InfrastructureError as exc:
-        return str(exc)
-    return None
-
-
-def _evaluate_task(engine: Any, compiled: Any, candidate: Candidate, task: Task, options: Any) -> Any:
-    if (failed := _control_task(engine, options)) is not None:
-        raise InfrastructureError(failed)  # a Ray task failure: the pair goes back to the build, no record
-    library = getattr(compiled, "library_path", None)
-    if getattr(compiled, "ok", False) and library and not Path(library).exists():
-        compiled = engine.compile_candidate(candidate, task, options)  # compiled on another node
-    return engine.evaluate_compiled(compiled, candidate, task, options)
+Pair = tuple[Candidate, Task]
 
 
 def check_reachable(address: str, timeout_s: float = config.RAY_CONNECT_TIMEOUT_S) -> None:
@@ -90,15 +67,28 @@ def worker_environment() -> dict[str, str]:
 def failure_reason(exc: BaseException) -> str:
     """The last line of a Ray error (its traceback above it says where the engine raised)."""
     lines = [line for line in str(exc).strip().splitlines() if line.strip()]
-    return f"the Ray task failed: {lines[-1].strip() if lines else type(exc).__name__}"
+    return f"the Ray node engine failed: {lines[-1].strip() if lines else type(exc).__name__}"
+
+
+@dataclass(eq=False)
+class _Engine:
+    """The build's view of one node engine during a stream."""
+
+    node_id: str
+    where: str  # the node's address, for messages
+    actor: Any
+    pending: dict[tuple[str, str], Pair] = field(default_factory=dict)  # handed over, no record back yet
+    queued: int = 0  # handed over, not yet read by its stream
+    told_end: bool = False
+    over: bool = False
 
 
 class RayExecutor:
     name = "ray"
 
-    def __init__(self, options: Any, settings: ExecutorSettings, engine: Any = None):
-        """`engine`: a module (or a class) with compile_candidate and evaluate_compiled that Ray workers can
-        import by name (None: the real verify engine); records of any other are stamped with its name."""
+    def __init__(self, options: Any, settings: ExecutorSettings, make_verifier: VerifierFactory = real_verifier):
+        """`make_verifier(options, settings)` makes each node engine's verifier in its actor: the real engine's
+        `Verifier` by default; a stand-in must be importable by Ray's workers, and its records carry its name."""
         try:
             import ray
         except ImportError:
@@ -106,46 +96,16 @@ class RayExecutor:
         self.ray = ray
         self.options = options
         self.settings = settings
-        real = real_engine()
-        self.engine = engine if engine is not None else real
-        self.stand_in = None if self.engine is real else stand_in_name(self.engine)
+        self.make_verifier = make_verifier
+        self.stand_in = None if make_verifier is real_verifier else stand_in_name(make_verifier)
         self._owns_ray = False
         if not ray.is_initialized():
             self._connect(settings.ray_address)
-        gpu_per_eval = 1 if settings.backend == "cuda" else 0
-        self._compile = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_compile_task)
-        self._evaluate = ray.remote(num_cpus=0 if gpu_per_eval else 1, num_gpus=gpu_per_eval, max_retries=TASK_RETRIES)(
-            _evaluate_task
-        )
-        self._control = ray.remote(num_cpus=0 if gpu_per_eval else 1, num_gpus=gpu_per_eval, max_retries=0)(
-            _control_task
-        )
-        self._evaluation_resource = "GPU" if gpu_per_eval else "CPU"
-        cpus = int(ray.cluster_resources().get("CPU", 1))
-        self.window = max(2, IN_FLIGHT_PER_CPU * cpus)
-
-    def preflight(self) -> None:
-        """The control kernel on every live node that can take an evaluation, each pinned to its node, all at once;
-        InfrastructureError naming the first node where it fails (or that could not run it)."""
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        nodes = [node for node in self.ray.nodes()
-                 if node.get("Alive") and node.get("Resources", {}).get(self._evaluation_resource, 0) >= 1]  # fmt: skip
-        if not nodes:
-            raise InfrastructureError(f"no node of the Ray cluster has a {self._evaluation_resource} to evaluate on")
-        checks = {}
-        for node in nodes:
-            pinned = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
-            checks[node.get("NodeManagerAddress", node["NodeID"])] = self._control.options(
-                scheduling_strategy=pinned
-            ).remote(self.engine, self.options)
-        for where, ref in checks.items():
-            try:
-                failed = self.ray.get(ref)
-            except self.ray.exceptions.RayError as exc:
-                failed = failure_reason(exc)
-            if failed is not None:
-                raise InfrastructureError(f"Ray node {where}: {failed}")
+        self._resource = "GPU" if settings.backend == "cuda" else "CPU"
+        self._actor = ray.remote(max_restarts=0, max_concurrency=1)(NodeEngine)
+        self.engines: dict[str, _Engine] = {}  # node id -> its engine
+        self.left_out: dict[str, str] = {}  # node id -> why its control kernel failed (mid-build joins)
+        self._scanned_at = float("-inf")
 
     def _connect(self, address: str | None) -> None:
         # Without an address, a Ray of our own: "local", because ray.init() alone joins a cluster that
@@ -169,36 +129,173 @@ class RayExecutor:
         if term_handler is not None and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, term_handler)
 
-    def stream(self, pairs: Iterable[tuple[Candidate, Task]]) -> Iterator[Any]:
-        ray = self.ray
-        pending: dict[Any, tuple[Candidate, Task]] = {}
-        source = iter(pairs)
-        exhausted = False
+    # Node engines: started per live node, each after its control kernel passed.
+
+    def _evaluating_nodes(self) -> list[dict[str, Any]]:
+        return [node for node in self.ray.nodes()
+                if node.get("Alive") and node.get("Resources", {}).get(self._resource, 0) >= 1]  # fmt: skip
+
+    def _start(self, node: dict[str, Any]) -> tuple[_Engine, Any]:
+        """An engine actor pinned to `node`, holding its GPUs (at most --gpus), and the ref of its control check."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        resources = node.get("Resources", {})
+        gpus = int(resources.get("GPU", 0)) if self._resource == "GPU" else 0
+        if gpus and self.settings.gpus:
+            gpus = min(gpus, self.settings.gpus)
+        pinned = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
+        actor = self._actor.options(num_cpus=0 if gpus else 1, num_gpus=gpus, scheduling_strategy=pinned).remote(
+            self.make_verifier, self.options, replace(self.settings, gpus=None)
+        )
+        engine = _Engine(node["NodeID"], node.get("NodeManagerAddress", node["NodeID"]), actor)
+        return engine, actor.preflight.remote()
+
+    def _control_failure(self, engine: _Engine, check: Any) -> str | None:
+        """Why the engine's control check failed (or it could not run), or None."""
         try:
-            while True:
-                while not exhausted and len(pending) < self.window:
-                    try:
-                        candidate, task = next(source)
-                    except StopIteration:
-                        exhausted = True
-                        break
-                    compiled = self._compile.remote(self.engine, candidate, task, self.options)
-                    ref = self._evaluate.remote(self.engine, compiled, candidate, task, self.options)
-                    pending[ref] = (candidate, task)
-                if not pending:
-                    return
-                done, _ = ray.wait(list(pending), num_returns=1)
-                for ref in done:
-                    candidate, task = pending.pop(ref)
-                    try:
-                        item = ray.get(ref)
-                    except ray.exceptions.RayError as exc:
-                        item = InfrastructureFailure(candidate, task, failure_reason(exc))
-                    yield stamped(item, self.stand_in)
-        finally:
-            for ref in pending:  # the build stopped early: nobody will read these
-                ray.cancel(ref, force=True)
+            return self.ray.get(check, timeout=config.RAY_ENGINE_START_TIMEOUT_S)
+        except (self.ray.exceptions.RayError, self.ray.exceptions.GetTimeoutError) as exc:
+            return failure_reason(exc)
+
+    def preflight(self) -> None:
+        """An engine on every live node that can evaluate, each through the control kernel, all at once;
+        InfrastructureError naming the first node where it fails (or that could not run it)."""
+        nodes = self._evaluating_nodes()
+        if not nodes:
+            raise InfrastructureError(f"no node of the Ray cluster has a {self._resource} to evaluate on")
+        started = [self._start(node) for node in nodes if node["NodeID"] not in self.engines]
+        failures = [(engine, self._control_failure(engine, check)) for engine, check in started]
+        for engine, _ in failures:
+            self.engines[engine.node_id] = engine
+        for engine, failed in failures:
+            if failed is not None:
+                raise InfrastructureError(f"Ray node {engine.where}: {failed}")
+        self._scanned_at = time.monotonic()
+
+    def _start_missing(self, starting: Iterable[_Engine] = ()) -> list[tuple[_Engine, Any]]:
+        """Engines for live nodes that have none, none `starting` and were not left out (their control checks
+        still running)."""
+        self._scanned_at = time.monotonic()
+        known = {*self.engines, *self.left_out, *(engine.node_id for engine in starting)}
+        return [self._start(node) for node in self._evaluating_nodes() if node["NodeID"] not in known]
+
+    def _drop(self, engine: _Engine) -> None:
+        if self.engines.get(engine.node_id) is engine:
+            del self.engines[engine.node_id]
+        try:
+            self.ray.kill(engine.actor)
+        except Exception as exc:  # noqa: BLE001 - already gone with its node
+            log.debug("node engine on %s: %s", engine.where, exc)
+
+    # A stream: pairs handed out as the engines read them, records back in completion order.
+
+    def stream(self, pairs: Iterable[Pair]) -> Iterator[Any]:
+        ray = self.ray
+        for engine, check in self._start_missing():  # engines lost in an earlier stream, nodes that joined since
+            self._admit(engine, self._control_failure(engine, check))
+        if not self.engines:
+            raise InfrastructureError(f"no node of the Ray cluster has a {self._resource} to evaluate on")
+        feed = _Feed(iter(pairs))
+        calls: dict[Any, _Engine] = {}  # exchange refs in flight, one per engine
+        starting: dict[Any, _Engine] = {}  # control checks of engines for nodes that joined meanwhile
+        active = list(self.engines.values())
+        for engine in active:
+            engine.pending, engine.queued, engine.told_end, engine.over = {}, 0, False, False
+        ray.get([engine.actor.begin.remote() for engine in active])
+        for engine in active:
+            calls[self._exchange(engine, feed)] = engine
+        try:
+            while calls or starting:
+                done, _ = ray.wait([*calls, *starting], num_returns=1, timeout=config.RAY_NODE_SCAN_S)
+                if not done:
+                    pass
+                elif done[0] in starting:
+                    engine = starting.pop(done[0])
+                    if self._admit(engine, self._control_failure(engine, done[0])) and not feed.exhausted:
+                        ray.get(engine.actor.begin.remote())
+                        active.append(engine)
+                        calls[self._exchange(engine, feed)] = engine
+                else:
+                    engine = calls.pop(done[0])
+                    yield from self._exchanged(engine, done[0])
+                    if not engine.over:  # over: its stream ended (every pair it held accounted for) or it was lost
+                        calls[self._exchange(engine, feed)] = engine
+                if not calls and not starting and not feed.exhausted:  # every engine lost, pairs left
+                    yield from self._nobody_left(feed)
+                if time.monotonic() - self._scanned_at >= config.RAY_NODE_SCAN_S and not feed.exhausted:
+                    starting.update({check: engine for engine, check in self._start_missing(starting.values())})
+        finally:  # stopped early: the streams under way are abandoned, with their engines
+            for engine in [*(engine for engine in active if not engine.over), *starting.values()]:
+                self._drop(engine)
+
+    def _admit(self, engine: _Engine, failed: str | None) -> bool:
+        if failed is None:
+            self.engines[engine.node_id] = engine
+            return True
+        log.warning("Ray node %s is left out of this build: %s", engine.where, failed)
+        self.left_out[engine.node_id] = failed
+        self._drop(engine)
+        return False
+
+    def _exchange(self, engine: _Engine, feed: _Feed) -> Any:
+        """Top the engine's queue up (or tell it the input's end) and ask for its records."""
+        handed = feed.take(max(0, config.RAY_ENGINE_QUEUE_PAIRS - engine.queued)) if engine.queued < (
+            config.RAY_ENGINE_QUEUE_PAIRS // 2) else []  # fmt: skip
+        for candidate, task in handed:
+            engine.pending[(task.id, candidate.kernel_id)] = (candidate, task)
+        engine.queued += len(handed)
+        end = feed.exhausted and not engine.told_end
+        engine.told_end |= end
+        refill_below = 0 if feed.exhausted else config.RAY_ENGINE_QUEUE_PAIRS // 2
+        return engine.actor.exchange.remote(handed, end, refill_below, config.RAY_EXCHANGE_WAIT_S)
+
+    def _exchanged(self, engine: _Engine, ref: Any) -> Iterator[Any]:
+        """The records an exchange brought back; where the engine is lost or failed, its pairs as failures."""
+        try:
+            items, engine.queued, engine.over, failed = self.ray.get(ref)
+        except self.ray.exceptions.RayError as exc:
+            yield from self._lost(engine, failure_reason(exc))
+            return
+        for item in items:
+            engine.pending.pop((item.task_id, item.kernel_id), None)
+            yield stamped(item, self.stand_in)
+        if failed is not None or (engine.over and engine.pending):
+            yield from self._lost(engine, f"the Ray node engine failed: {failed or 'its stream ended early'}")
+
+    def _lost(self, engine: _Engine, reason: str) -> Iterator[InfrastructureFailure]:
+        log.warning("Ray node %s lost its engine with %d pairs: %s", engine.where, len(engine.pending), reason)
+        self._drop(engine)
+        engine.over = True
+        incident = f"Ray node engine {engine.where} {uuid.uuid4().hex[:8]}"
+        held, engine.pending = list(engine.pending.values()), {}
+        for candidate, task in held:
+            yield InfrastructureFailure(candidate, task, f"{reason} (on node {engine.where})", incident)
+
+    def _nobody_left(self, feed: _Feed) -> Iterator[InfrastructureFailure]:
+        incident = f"no Ray node engine left {uuid.uuid4().hex[:8]}"
+        for candidate, task in feed.take(None):
+            yield InfrastructureFailure(candidate, task, "no Ray node engine was left to verify it", incident)
 
     def close(self) -> None:
+        for engine in list(self.engines.values()):
+            self._drop(engine)
         if self._owns_ray:
             self.ray.shutdown()
+
+
+class _Feed:
+    """The stream's input, read as engines ask for pairs."""
+
+    def __init__(self, pairs: Iterator[Pair]) -> None:
+        self.pairs = pairs
+        self.exhausted = False
+
+    def take(self, count: int | None) -> list[Pair]:
+        """Up to `count` pairs (None: all that are left)."""
+        taken: list[Pair] = []
+        while not self.exhausted and (count is None or len(taken) < count):
+            try:
+                taken.append(next(self.pairs))
+            except StopIteration:
+                self.exhausted = True
+        return taken

@@ -247,8 +247,9 @@ class EngineFleet:
         why = f"the engine process of GPU {device} ended (exit {returncode}) before this candidate's record"
         log.info("engine %d (GPU %s): %d records, %d pending at its end (%s)", engine.index, device, made, len(left),
                  "done" if done else f"exit {returncode}")  # fmt: skip
+        incident = f"engine process {engine.process.pid} of GPU {device}"
         for candidate, task in left:
-            self._records.put(InfrastructureFailure(candidate, task, why))
+            self._records.put(InfrastructureFailure(candidate, task, why, incident))
         self._records.put(RuntimeError(f"the engine of GPU {device}: {error}") if error else _ENDED)
 
     # An engine's `answer` thread: its requests for pairs.

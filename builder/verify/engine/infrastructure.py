@@ -27,6 +27,9 @@ class InfrastructureFailure:
     candidate: Candidate
     task: Task
     reason: str
+    # Pairs lost together (an engine process's or a Ray node engine's end) share one incident: the build counts it
+    # once among the machinery's failures in a row, however many pairs that engine held.
+    incident: str | None = None
 
     # The identity a stream's consumers key records by (engine processes, the orchestrator).
     @property

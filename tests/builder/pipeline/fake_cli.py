@@ -2,10 +2,10 @@
 Python API (`run_build(..., make_verifier=...)`, `run_reverify(..., make_verifier)`): for tests of what the commands
 do around verification (exit codes, one-line errors, a process killed mid-build), fast and predictable.
 
-    python fake_cli.py [--slowed SECONDS | --failing once|always] [--ray-engine slow] -- COMMAND [ARGS...]
+    python fake_cli.py [--slowed SECONDS | --failing once|always] -- COMMAND [ARGS...]
 
 Started by path, so this folder is first on sys.path; PYTHONPATH must name the checkout (pipeline_helpers.cli_env),
-and this folder too where Ray workers import a fake engine.
+and this folder too where Ray's node engines import the fake.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import argparse
 import functools
 import sys
 
-from pipeline_fakes import FakeVerifier, MachineryFailingVerifier, SlowEngine
+from pipeline_fakes import FakeVerifier, MachineryFailingVerifier
 
 from builder.cli import main as cli_main
 from builder.pipeline import build, reverify_run
@@ -25,15 +25,13 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="fake_cli.py")
     parser.add_argument("--slowed", type=float, default=0.0, help="seconds each pair takes")
     parser.add_argument("--failing", choices=("once", "always"), help="the machinery fails the first pair, or all")
-    parser.add_argument("--ray-engine", choices=("slow",), help="--executor ray: evaluations that take a minute")
     chosen = parser.parse_args(ours)
     if chosen.failing:
         verifier = MachineryFailingVerifier.failing(chosen.failing)
     else:
         verifier = FakeVerifier.slowed(chosen.slowed)
     # The commands import run_build / run_reverify from these modules when they run: bound here, they get the fake.
-    ray_engine = SlowEngine if chosen.ray_engine == "slow" else None
-    build.run_build = functools.partial(build.run_build, make_verifier=verifier, ray_engine=ray_engine)
+    build.run_build = functools.partial(build.run_build, make_verifier=verifier)
     reverify_run.run_reverify = functools.partial(reverify_run.run_reverify, make_verifier=verifier)
     sys.argv = ["kernel-archive", *theirs]
     cli_main()

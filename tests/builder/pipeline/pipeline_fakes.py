@@ -1,10 +1,9 @@
 """Trusted stand-ins for the verify engine, used where a test is about the pipeline, not verification.
 
 `FakeVerifier` is passed to the build (`Orchestrator(..., make_verifier=FakeVerifier)`, or `fake_cli.py` for the
-command line); this module itself, with `compile_candidate` / `evaluate_compiled`, is the Ray executor's engine
-(`ray_engine=pipeline_fakes`). Verdicts follow the bundled manifest's designed verdict, so tests can predict them;
-the executors stamp every record made here with the stand-in's name. A delay slows each evaluation down so a
-test can kill a build mid-run. Nothing here runs candidate code.
+command line), on either executor: Ray's node engines import it by name. Verdicts follow the bundled manifest's
+designed verdict, so tests can predict them; the executors stamp every record made here with the stand-in's name.
+A delay slows each evaluation down so a test can kill a build mid-run. Nothing here runs candidate code.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from dataclasses import dataclass
 from functools import partial
 
 from schemas import KernelRecord
@@ -70,52 +68,28 @@ class FakeVerifier:
             yield fake_record(candidate, task, self.options)
 
 
-@dataclass
-class FakeCompiled:
-    ok: bool
-    library_path: str | None
-    pid: int
+class PidNotingVerifier(FakeVerifier):
+    """A verifier whose records say which process made them (in `error`): a Ray node engine's, not the build's."""
+
+    def stream(self, pairs):
+        for record in super().stream(pairs):
+            record.error = f"verified in pid {os.getpid()}"
+            yield record
 
 
-def compile_candidate(candidate, task, options):
-    return FakeCompiled(ok=True, library_path=None, pid=os.getpid())
+class BrokenVerifier(FakeVerifier):
+    """A verifier that raises once it has read a pair: a bug of the builder's, which says nothing about any kernel."""
+
+    def stream(self, pairs):
+        for _ in pairs:
+            raise RuntimeError("the engine broke")
+        yield from ()
 
 
-def evaluate_compiled(compiled, candidate, task, options):
-    record = fake_record(candidate, task, options)
-    record.error = f"compiled in pid {compiled.pid}, evaluated in pid {os.getpid()}"
-    return record
+class FailingControlVerifier(FakeVerifier):
+    """A verifier whose control kernel fails wherever it runs (a broken node): nothing may be evaluated."""
 
-
-class BrokenEngine:
-    """A Ray engine whose evaluations raise: a bug of the builder's, which says nothing about any kernel."""
-
-    compile_candidate = staticmethod(compile_candidate)
-
-    @staticmethod
-    def evaluate_compiled(compiled, candidate, task, options):
-        raise RuntimeError("the engine broke")
-
-
-class SlowEngine:
-    """A Ray engine whose evaluations take a minute: whenever a test looks, the build is mid-evaluation."""
-
-    compile_candidate = staticmethod(compile_candidate)
-
-    @staticmethod
-    def evaluate_compiled(compiled, candidate, task, options):
-        time.sleep(60)
-        return evaluate_compiled(compiled, candidate, task, options)
-
-
-class FailingControlEngine:
-    """A Ray engine whose control kernel fails wherever it runs (a broken node): nothing may be evaluated."""
-
-    compile_candidate = staticmethod(compile_candidate)
-    evaluate_compiled = staticmethod(evaluate_compiled)
-
-    @staticmethod
-    def control_check(options):
+    def preflight(self):
         from builder.errors import InfrastructureError
 
         raise InfrastructureError(f"the control kernel came out incorrect (pid {os.getpid()})")

@@ -61,9 +61,9 @@ E2E_CANDIDATES = config.CANDIDATES_DIR / "cpu" / "level1" / "1_square_matmul"
 E2E_CHOSEN = {"naive.cpp": "correct", "transposed_b.cpp": "incorrect"}
 
 
-def evaluating_ray_workers(root_pid: int) -> list:
-    """The Ray workers under `root_pid` (a build with a Ray of its own) evaluating a candidate right now: their
-    process title is `ray::` and the task's function while they run it (psutil comes with Ray)."""
+def ray_node_engines(root_pid: int, running: str = "") -> list:
+    """The node engines' Ray workers under `root_pid` (a build with a Ray of its own): their process title is
+    `ray::NodeEngine`, and `.method` while they run one (`running`: only those running it). psutil comes with Ray."""
     import psutil
 
     try:
@@ -73,7 +73,7 @@ def evaluating_ray_workers(root_pid: int) -> list:
     found = []
     for process in descendants:
         try:
-            if " ".join(process.cmdline()).startswith("ray::_evaluate_task"):
+            if " ".join(process.cmdline()).startswith(f"ray::NodeEngine{running}"):
                 found.append(process)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue

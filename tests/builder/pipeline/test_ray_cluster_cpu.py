@@ -15,7 +15,7 @@ import subprocess
 import time
 
 import pytest
-from pipeline_helpers import CLI, evaluating_ray_workers, run_cli
+from pipeline_helpers import CLI, ray_node_engines, run_cli
 
 from builder import config
 from builder.pipeline.store import Store
@@ -46,14 +46,14 @@ def test_ray_cluster_build_matches_the_local_one_and_a_killed_worker_loses_no_re
     killed = None
     deadline = time.monotonic() + 600
     while killed is None and build.poll() is None and time.monotonic() < deadline:
-        workers = evaluating_ray_workers(build.pid)
+        workers = ray_node_engines(build.pid, ".exchange")
         if workers:
             killed = workers[0]
             killed.send_signal(signal.SIGKILL)
             killed.wait(timeout=30)
         time.sleep(0.02)
     stdout, stderr = build.communicate(timeout=600)
-    assert killed is not None, f"no Ray worker was seen evaluating: {stderr[-2000:]}"
+    assert killed is not None, f"no node engine was seen streaming: {stderr[-2000:]}"
     assert build.returncode == 0, stderr[-2000:]
     local = verdicts(e2e["build"])
     assert verdicts(out) == local  # the same kernels, statuses and flags; no record stored twice

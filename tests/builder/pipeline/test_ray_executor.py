@@ -1,8 +1,8 @@
-"""Ray executor on a local Ray instance (CPU backend) with the fake engine of pipeline_fakes.py: compile and
-evaluate run as Ray tasks in worker processes, the orchestrator stays the only writer, records are stamped with
-the stand-in's name, a failed Ray task sends its pair back to the build instead of making a record, workers import
-the checkout the build runs from, and SIGTERM interrupts a Ray build as it does a local one. Skipped when Ray is not
-installed. The real engine on a real cluster: test_ray_cluster_cpu.py."""
+"""Ray executor on a local Ray instance (CPU backend) with the stand-in verifiers of pipeline_fakes.py: a node
+engine (a Ray actor) verifies, the orchestrator stays the only writer, records are stamped with the stand-in's name,
+an engine that raises sends its pairs back to the build instead of making records, a node whose control kernel
+fails stops the build, workers import the checkout the build runs from, and SIGTERM interrupts a Ray build as it
+does a local one. Several nodes: test_ray_nodes.py. The real engine on a real cluster: test_ray_cluster_cpu.py."""
 
 from __future__ import annotations
 
@@ -13,11 +13,10 @@ import subprocess
 import sys
 import time
 
-import pipeline_fakes
 import pytest
 import ray  # noqa: E402 - a dev dependency: its absence is a failure, not a skip
-from pipeline_fakes import BrokenEngine, FailingControlEngine
-from pipeline_helpers import cli_env, evaluating_ray_workers, fake_cli_command
+from pipeline_fakes import BrokenVerifier, FailingControlVerifier, PidNotingVerifier
+from pipeline_helpers import cli_env, fake_cli_command, ray_node_engines
 
 from builder import config
 from builder.errors import InfrastructureError
@@ -38,57 +37,50 @@ def local_ray():
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-def test_ray_build_stores_every_record_from_worker_processes(tmp_path, local_ray):
+def test_ray_build_stores_every_record_from_a_node_engine(tmp_path, local_ray):
     params = BuildParams(out=tmp_path / "build", backend="cpu", generator="bundled", executor="ray", tasks="^1/1$")
-    orchestrator = Orchestrator(params, show_progress=False, ray_engine=pipeline_fakes)
+    orchestrator = Orchestrator(params, show_progress=False, make_verifier=PidNotingVerifier)
     orchestrator.run()
     assert orchestrator.counters.stored > 0
     with Store.open_existing(params.out) as store:
         rows = store.con.execute("SELECT error, stand_in_verifier FROM records").fetchall()
         assert store.count() == orchestrator.counters.stored
-    pids = set()
-    for error, stand_in in rows:
-        compiled_pid, evaluated_pid = (int(part.split()[-1]) for part in error.split(", "))
-        pids |= {compiled_pid, evaluated_pid}
-        assert stand_in == "pipeline_fakes"  # a stand-in engine's records say so
-    assert os.getpid() not in pids  # nothing ran in the orchestrator's process
+    pids = {int(error.split()[-1]) for error, _ in rows}
+    assert len(pids) == 1 and os.getpid() not in pids  # one node, one engine; nothing ran in the orchestrator
+    assert {stand_in for _, stand_in in rows} == {"pipeline_fakes:PidNotingVerifier"}  # a stand-in's records say so
     # Resume through Ray too: nothing is submitted twice.
-    again = Orchestrator(params, show_progress=False, ray_engine=pipeline_fakes)
+    again = Orchestrator(params, show_progress=False, make_verifier=PidNotingVerifier)
     again.run()
     assert again.counters.stored == 0 and again.counters.resumed == orchestrator.counters.stored
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-def test_a_failed_ray_task_makes_no_record_its_pair_waits(tmp_path, local_ray):
+def test_an_engine_that_raises_makes_no_record_its_pairs_wait(tmp_path, local_ray):
+    # Each stream's engine raises: one incident each (however many pairs it held), a new engine for the next try,
+    # and the build stops after INFRA_CONSECUTIVE_FAILURES_MAX of them.
     params = BuildParams(out=tmp_path / "build", backend="cpu", generator="bundled", executor="ray", tasks="^1/19$")
-    with pytest.raises(InfrastructureError, match="the Ray task failed: RuntimeError: the engine broke"):
-        Orchestrator(params, show_progress=False, ray_engine=BrokenEngine).run()
+    orchestrator = Orchestrator(params, show_progress=False, make_verifier=BrokenVerifier)
+    with pytest.raises(InfrastructureError, match="the Ray node engine failed: RuntimeError: the engine broke"):
+        orchestrator.run()
+    assert orchestrator.failures_in_a_row == config.INFRA_CONSECUTIVE_FAILURES_MAX
     with Store.open_existing(params.out) as store:
         assert store.count() == 0
-        assert store.waiting() and all("the engine broke" in w["reason"] for w in store.waiting())
+        waiting = store.waiting()
+        assert len(waiting) > 1 and all("the engine broke" in w["reason"] for w in waiting)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_a_node_whose_control_kernel_fails_stops_the_build_before_any_candidate(tmp_path, local_ray):
     params = BuildParams(out=tmp_path / "build", backend="cpu", generator="bundled", executor="ray", tasks="^1/1$")
-    orchestrator = Orchestrator(params, show_progress=False, ray_engine=FailingControlEngine)
+    orchestrator = Orchestrator(params, show_progress=False, make_verifier=FailingControlVerifier)
     with pytest.raises(InfrastructureError, match=r"Ray node \S+: the control kernel came out incorrect") as failed:
         orchestrator.run()
-    assert f"(pid {os.getpid()})" not in str(failed.value)  # it ran on the node, in a Ray worker
+    assert f"(pid {os.getpid()})" not in str(failed.value)  # it ran on the node, in its engine's actor
     assert orchestrator.counters.stored == 0
     with Store.open_existing(params.out) as store:
         assert store.count() == 0
-
-
-def test_an_evaluation_on_a_node_whose_control_fails_is_a_task_failure_not_a_verdict():
-    """A node that joined after the preflight: its first evaluation finds the control failing and raises, which
-    the executor turns into an InfrastructureFailure (its pair waits), never a record."""
-    from builder.pipeline.ray_executor import _evaluate_task
-
-    with pytest.raises(InfrastructureError, match="the control kernel came out incorrect"):
-        _evaluate_task(FailingControlEngine, None, None, None, None)
 
 
 def test_an_address_nothing_listens_on_is_a_quick_one_line_error(tmp_path):
@@ -151,11 +143,11 @@ def test_sigterm_mid_build_is_a_prompt_interrupted_exit_that_takes_its_ray_down(
     out = tmp_path / "build"
     args = ["build", "--out", out, "--backend", "cpu", "--generator", "bundled", "--executor", "ray",
             "--tasks", "^1/19$", "--quiet"]  # fmt: skip
-    env = cli_env(PYTHONPATH=os.pathsep.join([HERE, str(config.REPO_ROOT)]))  # workers import the fake engine
-    build = subprocess.Popen(fake_cli_command(*args, fake=("--ray-engine", "slow")), env=env, cwd=config.REPO_ROOT,
+    env = cli_env(PYTHONPATH=os.pathsep.join([HERE, str(config.REPO_ROOT)]))  # node engines import the fake
+    build = subprocess.Popen(fake_cli_command(*args, fake=("--slowed", "60")), env=env, cwd=config.REPO_ROOT,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
     deadline = time.monotonic() + 180
-    while not evaluating_ray_workers(build.pid) and build.poll() is None and time.monotonic() < deadline:
+    while not ray_node_engines(build.pid, ".exchange") and build.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
     assert build.poll() is None, build.communicate()[1][-2000:]
     ray_processes = psutil.Process(build.pid).children(recursive=True)
