@@ -118,3 +118,22 @@ class MachineryFailingVerifier(FakeVerifier):
                 yield InfrastructureFailure(candidate, task, "the sandbox did not start: bwrap: fake")
             else:
                 yield fake_record(candidate, task, self.options)
+
+
+class LostEngineVerifier(FakeVerifier):
+    """A verifier whose first stream loses every pair it was handed at once, as an engine that ended would (one
+    incident), and whose later streams record them."""
+
+    def __init__(self, options, settings=None):
+        super().__init__(options, settings)
+        self.streams = 0
+
+    def stream(self, pairs):
+        from builder.verify.engine.infrastructure import InfrastructureFailure
+
+        self.streams += 1
+        if self.streams > 1:
+            yield from super().stream(pairs)
+            return
+        for candidate, task in list(pairs):
+            yield InfrastructureFailure(candidate, task, "the engine process ended (exit -9)", "engine 1 ended")

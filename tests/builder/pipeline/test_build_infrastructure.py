@@ -114,3 +114,19 @@ def test_a_pair_the_machinery_failed_once_is_retried_and_recorded(tmp_path):
     with Store.open_existing(tmp_path) as store:
         assert store.count() == 3 and store.waiting() == []
     assert "waiting after" not in run_cli("status", tmp_path).stdout
+
+
+def test_the_pairs_one_lost_engine_held_count_as_one_failure_in_a_row(tmp_path):
+    # More pairs than INFRA_CONSECUTIVE_FAILURES_MAX lost together are one incident: the build goes on, and
+    # their retries are recorded.
+    from pipeline_fakes import LostEngineVerifier
+
+    from builder.pipeline.build import BuildParams, Orchestrator
+
+    params = BuildParams(out=tmp_path, backend="cpu", generator="bundled", tasks="^1/")
+    orchestrator = Orchestrator(params, show_progress=False, make_verifier=LostEngineVerifier)
+    orchestrator.run()
+    lost = orchestrator.counters.machinery_failures
+    assert lost > config.INFRA_CONSECUTIVE_FAILURES_MAX
+    with Store.open_existing(tmp_path) as store:
+        assert store.count() == lost and store.waiting() == []
