@@ -191,31 +191,27 @@ class RayExecutor:
 
     def stream(self, pairs: Iterable[Pair]) -> Iterator[Any]:
         ray = self.ray
-        for engine, check in self._start_missing():  # engines lost in an earlier stream, nodes that joined since
-            self._admit(engine, self._control_failure(engine, check))
-        if not self.engines:
+        active = [engine for engine in list(self.engines.values()) if self._begin(engine)]
+        for engine, check in self._start_missing():  # for engines lost since, and nodes that joined since
+            if self._admit(engine, self._control_failure(engine, check)) and self._begin(engine):
+                active.append(engine)
+        if not active:
             raise InfrastructureError(f"no node of the Ray cluster has a {self._resource} to evaluate on")
         feed = _Feed(iter(pairs))
         calls: dict[Any, _Engine] = {}  # exchange refs in flight, one per engine
         starting: dict[Any, _Engine] = {}  # control checks of engines for nodes that joined meanwhile
-        active = list(self.engines.values())
-        for engine in active:
-            engine.pending, engine.queued, engine.told_end, engine.over = {}, 0, False, False
-        ray.get([engine.actor.begin.remote() for engine in active])
         for engine in active:
             calls[self._exchange(engine, feed)] = engine
         try:
             while calls or starting:
                 done, _ = ray.wait([*calls, *starting], num_returns=1, timeout=config.RAY_NODE_SCAN_S)
-                if not done:
-                    pass
-                elif done[0] in starting:
+                if done and done[0] in starting:
                     engine = starting.pop(done[0])
-                    if self._admit(engine, self._control_failure(engine, done[0])) and not feed.exhausted:
-                        ray.get(engine.actor.begin.remote())
+                    admitted = self._admit(engine, self._control_failure(engine, done[0]))
+                    if admitted and not feed.exhausted and self._begin(engine):
                         active.append(engine)
                         calls[self._exchange(engine, feed)] = engine
-                else:
+                elif done:
                     engine = calls.pop(done[0])
                     yield from self._exchanged(engine, done[0])
                     if not engine.over:  # over: its stream ended (every pair it held accounted for) or it was lost
@@ -228,6 +224,17 @@ class RayExecutor:
             for engine in [*(engine for engine in active if not engine.over), *starting.values()]:
                 self._drop(engine)
 
+    def _begin(self, engine: _Engine) -> bool:
+        """A new stream on the engine; False (the engine dropped) where it is gone since its last stream."""
+        engine.pending, engine.queued, engine.told_end, engine.over = {}, 0, False, False
+        try:
+            self.ray.get(engine.actor.begin.remote(), timeout=config.RAY_ENGINE_CALL_TIMEOUT_S)
+        except (self.ray.exceptions.RayError, self.ray.exceptions.GetTimeoutError) as exc:
+            log.warning("Ray node %s lost its engine between streams: %s", engine.where, failure_reason(exc))
+            self._drop(engine)
+            return False
+        return True
+
     def _admit(self, engine: _Engine, failed: str | None) -> bool:
         if failed is None:
             self.engines[engine.node_id] = engine
@@ -239,14 +246,14 @@ class RayExecutor:
 
     def _exchange(self, engine: _Engine, feed: _Feed) -> Any:
         """Top the engine's queue up (or tell it the input's end) and ask for its records."""
-        handed = feed.take(max(0, config.RAY_ENGINE_QUEUE_PAIRS - engine.queued)) if engine.queued < (
-            config.RAY_ENGINE_QUEUE_PAIRS // 2) else []  # fmt: skip
+        low_water = config.RAY_ENGINE_QUEUE_PAIRS // 2
+        handed = feed.take(config.RAY_ENGINE_QUEUE_PAIRS - engine.queued) if engine.queued < low_water else []
         for candidate, task in handed:
             engine.pending[(task.id, candidate.kernel_id)] = (candidate, task)
         engine.queued += len(handed)
         end = feed.exhausted and not engine.told_end
         engine.told_end |= end
-        refill_below = 0 if feed.exhausted else config.RAY_ENGINE_QUEUE_PAIRS // 2
+        refill_below = 0 if feed.exhausted else low_water
         return engine.actor.exchange.remote(handed, end, refill_below, config.RAY_EXCHANGE_WAIT_S)
 
     def _exchanged(self, engine: _Engine, ref: Any) -> Iterator[Any]:

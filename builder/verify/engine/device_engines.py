@@ -29,6 +29,7 @@ import queue
 import shutil
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -247,7 +248,7 @@ class EngineFleet:
         why = f"the engine process of GPU {device} ended (exit {returncode}) before this candidate's record"
         log.info("engine %d (GPU %s): %d records, %d pending at its end (%s)", engine.index, device, made, len(left),
                  "done" if done else f"exit {returncode}")  # fmt: skip
-        incident = f"engine process {engine.process.pid} of GPU {device}"
+        incident = f"engine {engine.index} of GPU {device} ended ({uuid.uuid4().hex[:8]})"
         for candidate, task in left:
             self._records.put(InfrastructureFailure(candidate, task, why, incident))
         self._records.put(RuntimeError(f"the engine of GPU {device}: {error}") if error else _ENDED)

@@ -83,6 +83,29 @@ def test_a_node_whose_control_kernel_fails_stops_the_build_before_any_candidate(
         assert store.count() == 0
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_an_engine_lost_between_streams_is_replaced_and_no_pair_is_lost(local_ray):
+    from builder.candidates import Candidate
+    from builder.pipeline.engine_access import ExecutorSettings, make_verify_options
+    from builder.pipeline.ray_executor import RayExecutor
+    from builder.tasks import load_suite
+
+    task = load_suite().select(pattern="^1/19$")[0]
+    pairs = [(Candidate(task.id, f"// v{i}\n", "cpp", f"v{i}", designed_verdict="correct"), task) for i in range(4)]
+    executor = RayExecutor(make_verify_options("cpu", [1]), ExecutorSettings("cpu"), PidNotingVerifier)
+    try:
+        first = list(executor.stream(pairs[:2]))
+        (engine,) = executor.engines.values()
+        ray.kill(engine.actor)  # its node keeps going: the next stream starts an engine there
+        second = list(executor.stream(pairs[2:]))
+    finally:
+        executor.close()
+    assert sorted(record.kernel_name for record in first + second) == ["v0", "v1", "v2", "v3"]
+    pids = [{int(r.error.split()[-1]) for r in records} for records in (first, second)]
+    assert len(pids[0]) == len(pids[1]) == 1 and pids[0] != pids[1]  # a new engine, in a new process
+
+
 def test_an_address_nothing_listens_on_is_a_quick_one_line_error(tmp_path):
     import socket
 

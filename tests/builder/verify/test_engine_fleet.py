@@ -152,6 +152,7 @@ def test_an_engine_that_dies_leaves_each_pending_pair_as_one_crash_record():
     crashes = records[1:]
     assert sorted(crash.candidate for crash in crashes) == ["held-0-0", "held-0-2"]
     assert all(isinstance(crash, InfrastructureFailure) and "(exit -9)" in crash.reason for crash in crashes)
+    assert len({crash.incident for crash in crashes} - {None}) == 1  # one incident: the build counts it once
 
 
 def test_the_stream_fails_when_every_engine_ended_before_the_last_pair_was_handed_out():
