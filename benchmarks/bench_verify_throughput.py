@@ -33,11 +33,8 @@ import json
 import logging
 import os
 import platform
-import secrets
-import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -59,292 +56,30 @@ from benchmarks.gpu_places import (  # noqa: E402
     places_that_fit,
     scaling_lines,
 )
+from benchmarks.throughput_figures import (  # noqa: E402
+    alone_at_the_end,
+    copy_agreement,
+    engine_lines,
+    middle_rate,
+    milestone_line,
+    show,
+)
+from benchmarks.throughput_mix import corpus, repeat_pairs  # noqa: E402
+from benchmarks.throughput_observers import CountingVerifier, GpuSampler, PhaseLog, profile_note  # noqa: E402
+from benchmarks.throughput_parts import measure_compile, measure_startup  # noqa: E402
 from builder import config  # noqa: E402
-from builder.candidates import Candidate  # noqa: E402
-from builder.tasks import load_suite  # noqa: E402
 from builder.verify import environment, milestones  # noqa: E402
-from builder.verify.compile import batching  # noqa: E402
-from builder.verify.compile.extension import CompileResult, build_extension  # noqa: E402
-from builder.verify.engine import stages, work_queues  # noqa: E402
-from builder.verify.engine.children import build_job, child_env, run_child  # noqa: E402
+from builder.verify.engine import work_queues  # noqa: E402
 from builder.verify.engine.device_gate import (
     device_gate,  # noqa: E402
 )
-from builder.verify.engine.verifier import Verifier  # noqa: E402
 from builder.verify.options import VerifyOptions  # noqa: E402
 from builder.verify.sandbox import bytecode_cache  # noqa: E402
-from builder.verify.sandbox.pool import EvalPool
 from builder.verify.sandbox.process import resolve_isolation  # noqa: E402
 from schemas import record_to_dict  # noqa: E402
 
 RECORD_BULK = ("cuda_code", "reference_module_code", "reference_functional_code", "embedding", "ncu_profile",
                "torch_profile", "clang_tidy")  # left out of --records: sources and profiles  # fmt: skip
-
-
-def corpus(backend: str, count: int, task_count: int = 16) -> list[tuple[Candidate, object]]:
-    """`count` distinct candidates spread evenly over `task_count` tasks taken in turn from every level that
-    has bundled kernels for this backend (a task's bundled files repeat, each copy a new kernel)."""
-    suite = load_suite()
-    suffix = ".cu" if backend == "cuda" else ".cpp"
-    by_task: dict[tuple[int, int], list[Path]] = {}
-    for path in sorted((config.CANDIDATES_DIR / backend).glob(f"level*/*/*{suffix}")):
-        key = (int(path.parts[-3].removeprefix("level")), int(path.parent.name.split("_", 1)[0]))
-        by_task.setdefault(key, []).append(path)
-    if not by_task:
-        raise SystemExit(f"no bundled {backend} candidates under {config.CANDIDATES_DIR / backend}")
-    levels = sorted({level for level, _ in by_task})
-    queues = {level: sorted(key for key in by_task if key[0] == level) for level in levels}
-    chosen: list[tuple[int, int]] = []
-    while len(chosen) < task_count and any(queues.values()):  # level 1, 2, 3, 1, 2, 3, ...
-        for level in levels:
-            if queues[level] and len(chosen) < task_count:
-                chosen.append(queues[level].pop(0))
-    tag = secrets.token_hex(4)  # a fresh tag per run: nothing is served from an earlier run's cache
-    pairs = []
-    for index in range(count):
-        key = chosen[index % len(chosen)]
-        files = by_task[key]
-        path = files[(index // len(chosen)) % len(files)]
-        task = suite.get(f"{key[0]}/{key[1]}")
-        source = path.read_text() + f"\n// benchmark variant {tag}-{index}\n"
-        pairs.append((Candidate(task_id=task.id, source=source, language="cuda" if backend == "cuda" else "cpp",
-                                kernel_name=f"{path.stem}-{index}", generator="bundled"), task))  # fmt: skip
-    return pairs
-
-
-def repeat_pairs(pairs: list, times: int) -> list:
-    """The mix `times` over, in turn: each copy the same source (its build a cache hit), under a name of its own
-    whose kernel part (before the last "-") is the kernel's, so `copy_agreement` groups the copies with it."""
-    if times <= 1:
-        return list(pairs)
-    return [(replace(c, kernel_name=f"{c.kernel_name}.{k}"), t) for k in range(times) for c, t in pairs]
-
-
-def measure_compile(pairs, options: VerifyOptions) -> dict[str, float]:
-    """The same candidates built in shared builds and one by one, each into an empty cache."""
-    sources = [(c.source, c.language) for c, _ in pairs]
-    figures = {}
-    for label, size in (("batched", options.batch_size), ("one-by-one", 1)):
-        cache = Path(tempfile.mkdtemp(prefix=f"ka-bench-{label}-"))
-        options_here = replace(options, build_cache_dir=cache)
-        started = time.monotonic()
-
-        def build_here(source: str, language: str, o: VerifyOptions = options_here) -> CompileResult:
-            return build_extension(source, language, o.backend, cache_dir=o.build_cache_dir,
-                                   timeout_s=o.compile_timeout_s)  # fmt: skip
-
-        results = batching.compile_many(sources, build_here, batch_size=size)
-        wall = time.monotonic() - started
-        # Each build reports its own CPU time (the compilers run inside the sandbox's PID namespace,
-        # out of reach of this process's RUSAGE_CHILDREN). A batch that failed and was rebuilt one by one
-        # counts its rebuilds only: the failed shared build is not visible here.
-        builds = {(r.cache_key, r.cpu_s) for r in results if r is not None}
-        cpu = sum(cpu_s for _, cpu_s in builds)
-        ok = sum(1 for r in results if r is not None and r.ok)
-        figures[f"compile {label}: core-s/kernel"] = cpu / len(sources)
-        figures[f"compile {label}: wall s (serial)"] = wall
-        figures[f"compile {label}: built ok"] = ok
-    return figures
-
-
-def measure_startup(pairs, options: VerifyOptions) -> dict[str, float]:
-    """Fresh child vs pre-started child on the same baseline-free job (an evaluate of one candidate)."""
-    candidate, task = pairs[0]
-    compiled = build_extension(candidate.source, candidate.language, options.backend,
-                               cache_dir=options.build_cache_dir)  # fmt: skip
-    options = options.with_seeds()
-    scratch = Path(tempfile.mkdtemp(prefix="ka-bench-fresh-"))
-    job = build_job(task, candidate, compiled, options, "evaluate", scratch)
-    _, fresh = run_child(job, scratch, options, options.timeout_s)
-    cache_root = options.build_cache_dir
-    with EvalPool(1, options.backend == "cuda", child_env(options), ro_binds=[cache_root, config.TASKS_DIR]) as pool:
-        time.sleep(15)  # let the pre-started child finish its imports / CUDA init
-        pooled = pool.take()
-        job = build_job(task, candidate, compiled, options, "evaluate", pooled.scratch)
-        _, warm = run_child(job, pooled.scratch, options, options.timeout_s, pooled=pooled)
-    return {"eval fresh child: wall s": fresh.wall_s, "eval pre-started child: wall s": warm.wall_s,
-            "start-up cost s (fresh - pre-started)": fresh.wall_s - warm.wall_s}  # fmt: skip
-
-
-_ENGINE_BUILD = stages.CompileStage._build  # the engine's own, wrapped afresh for each verifier
-
-
-class CountingVerifier(Verifier):
-    """The engine as it is, counting the compile CPU time its builds report (in this process: with engine processes
-    the builds are theirs). The bench wraps the compile stage's build, as a profiler would; the engine has no hook."""
-
-    def __init__(self, options: VerifyOptions) -> None:
-        super().__init__(options)
-        self.builds: dict[str, float] = {}
-        self.members: dict[str, int] = {}  # kernels in each build
-        self.timeline: list[tuple[float, float, int, bool, float]] = []  # start, end, kernels, ok, core-s
-        self._count_builds()
-
-    def _count_builds(self) -> None:
-        real_build, counter = _ENGINE_BUILD, self
-
-        def counted(stage, source, language):
-            began = time.monotonic()
-            result = real_build(stage, source, language)
-            kernels = max(1, source.count(f"{batching.SHARED_MODULE_VAR}.def_submodule("))
-            if result is not None and result.cache_key:
-                counter.builds[result.cache_key] = result.cpu_s or 0.0
-                counter.members[result.cache_key] = kernels
-            if result is not None:
-                counter.timeline.append((began, time.monotonic(), kernels, result.ok, result.cpu_s or 0.0))
-            return result
-
-        stages.CompileStage._build = counted  # this bench process's streams, one verifier at a time
-
-    def start_lines(self, started: float, until: float | None) -> list[str]:
-        """Each build that began before `until` (the first evaluated record), from the run's start: the start's
-        critical path is among them."""
-        return [f"build of {kernels:2d} {'ok' if ok else 'failed':6s} {began - started:6.1f}-{ended - started:6.1f} s,"
-                f" {cpu_s:5.1f} core-s" for began, ended, kernels, ok, cpu_s in sorted(self.timeline)
-                if until is None or began - started < until]  # fmt: skip
-
-    def compile_by_size(self) -> dict[str, float]:
-        """Core-seconds per build by its kernel count, and a fit core-s = header + per-kernel x kernels: the
-        cost paid once per build against the cost of each kernel (what a batch size trades)."""
-        sizes: dict[int, list[float]] = {}
-        for key, cpu_s in self.builds.items():
-            if cpu_s > 0:
-                sizes.setdefault(self.members[key], []).append(cpu_s)
-        figures = {f"compile core-s per build of {size} (mean of {len(v)})": statistics.mean(v)
-                   for size, v in sorted(sizes.items())}  # fmt: skip
-        points = [(size, cpu_s) for size, values in sizes.items() for cpu_s in values]
-        if len({size for size, _ in points}) >= 2:
-            per_kernel, header = statistics.linear_regression([p[0] for p in points], [p[1] for p in points])
-            figures["compile fit: core-s per build (header)"] = header
-            figures["compile fit: core-s per kernel"] = per_kernel
-        return figures
-
-
-def engine_lines(totals: dict, started: float) -> list[str]:
-    """An engine's totals as the bench's figures: its start, references, baselines and device time per kernel."""
-    n = max(1, int(totals.get("records") or 0))
-    gate = totals.get("gate") or {}
-    owned = gate.get("by_purpose") or {}
-    ready = [at - started for at in totals.get("reference_ready_at") or []]
-    references = max(1, int(totals.get("references") or 0))
-    children = totals.get("baseline_children_s") or []
-    last = totals.get("last_record_at")
-    adopted = (
-        f", {totals['references_adopted']} adopted from another engine" if totals.get("references_adopted") else ""
-    )
-    return [f"started at {totals.get('started_at', started) - started:.1f} s; {totals.get('records')} records"
-            + (f", the last at {last - started:.1f} s" if isinstance(last, (int, float)) else "")
-            + ("; stopped before its stream's end" if totals.get("stopped") else ""),
-            milestone_line(totals.get("milestones") or {}, started),
-            f"clean references: {totals.get('references')}, {totals.get('reference_s', 0.0) / references:.2f} s each"
-            f"{adopted}; ready at {ready_times(ready)} s",
-            f"baseline children: {len(children)}, wall {statistics.mean(children) if children else float('nan'):.1f} s"
-            f" each; measured baselines {owned.get('baseline', 0.0):.1f} s of its device",
-            f"device s/kernel: timing windows {owned.get('timing', 0.0) / n:.2f}, held shared "
-            f"{gate.get('shared_s', 0.0) / n:.2f}, owners waiting {gate.get('owner_wait_s', 0.0) / n:.2f}, unowned "
-            f"while an owner waited {gate.get('drain_s', 0.0) / n:.2f}, held by nobody {gate.get('unheld_s', 0.0) / n:.2f};"
-            f" checks yielded per kernel {gate.get('yields', 0) / n:.2f}; stopping and continuing members "
-            f"{gate.get('stopping_s', 0.0) / n * 1000:.1f} ms"]  # fmt: skip
-
-
-def ready_times(ready: list[float]) -> str:
-    """When an engine's references were ready: the first four (its start) and the last two (a hand-back's)."""
-    shown = [f"{at:.1f}" for at in sorted(ready)]
-    return ", ".join(shown) if len(shown) <= 6 else f"{', '.join(shown[:4])} ... {', '.join(shown[-2:])}"
-
-
-def alone_at_the_end(engines: list[dict]) -> float:
-    """Seconds from the first engine's last record to the last one's: how long the last engine worked alone at the
-    end of a run (nan below two engines with a last record)."""
-    ends = [t["last_record_at"] for t in engines if isinstance(t.get("last_record_at"), (int, float))]
-    return max(ends) - min(ends) if len(ends) > 1 else float("nan")
-
-
-def middle_rate(times: list[float], low: float = 0.25, high: float = 0.75) -> float:
-    """Kernels/hour between the record at `low` and the one at `high` of a run's records (their times, in order):
-    the rate without the start and the last records, where several GPUs and one differ most."""
-    first, last = int(len(times) * low), int(len(times) * high) - 1
-    if last <= first or times[last] <= times[first]:
-        return float("nan")
-    return (last - first) / (times[last] - times[first]) * 3600
-
-
-def milestone_line(marks: dict[str, float], started: float) -> str:
-    """A start's milestones (`builder.verify.milestones`) in the order they were reached, seconds from `started`."""
-    if not marks:
-        return "milestones: none"
-    return "milestones: " + ", ".join(
-        f"{name} {at - started:.1f}" for name, at in sorted(marks.items(), key=lambda m: m[1])
-    )
-
-
-class PhaseLog(logging.Handler):
-    """Collects the evaluation children's `phase_s` (the engine logs them at DEBUG)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.by_kernel: dict[str, dict[str, float]] = {}
-        self.engines: dict[str, dict] = {}  # engine process name -> its totals (`engine_process.engine_totals`)
-        self.handed_back: list[int] = []  # pairs each hand-back at a stream's end moved (`hand_back.py`)
-
-    def emit(self, record: logging.LogRecord) -> None:
-        message = record.getMessage()
-        if message.startswith("engine totals: "):
-            try:
-                self.engines[record.processName] = json.loads(message.removeprefix("engine totals: "))
-            except ValueError:
-                pass
-        elif record.name == "builder.verify.engine.device_engines" and " handed back " in message:
-            self.handed_back.append(int(message.split(" handed back ")[1].split()[0]))
-        elif message.startswith("evaluation phases of "):
-            name, _, phases = message.removeprefix("evaluation phases of ").partition(": ")
-            try:
-                self.by_kernel[name] = json.loads(phases) or {}
-            except ValueError:
-                pass
-
-    @property
-    def phases(self) -> list[dict[str, float]]:
-        return list(self.by_kernel.values())
-
-    def means(self) -> dict[str, float]:
-        names = dict.fromkeys(name for phases in self.phases for name in phases)
-        return {name: statistics.mean(p.get(name, 0.0) for p in self.phases) for name in names}
-
-
-class GpuSampler(threading.Thread):
-    """nvidia-smi's utilisation every 200 ms: busy seconds = sum(utilisation x interval)."""
-
-    def __init__(self) -> None:
-        super().__init__(daemon=True)
-        self.busy_s = 0.0
-        self.process = None
-
-    def run(self) -> None:
-        if shutil.which("nvidia-smi") is None:
-            return
-        command = ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-lms", "200"]
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-        for line in self.process.stdout:
-            values = [float(v) for v in line.split(",") if v.strip().replace(".", "").isdigit()]
-            self.busy_s += (values[0] if values else 0.0) / 100 * 0.2
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.terminate()
-
-
-def profile_note(record) -> str:
-    """What Nsight Compute made of a record: how many kernels it profiled, or why it has no profile."""
-    try:
-        profile = json.loads(record.ncu_profile) if record.ncu_profile else None
-    except ValueError:
-        profile = None
-    if not isinstance(profile, dict):
-        return "  ncu=none"
-    if "error" in profile:
-        return f"  ncu error: {str(profile['error'])[:120]}"
-    return f"  ncu={len(profile.get('kernels') or [])} kernels"
 
 
 class RunCutShort(Exception):
@@ -647,29 +382,6 @@ def main() -> None:
         show(measure_compile(pairs[: options.batch_size], options))
 
 
-def copy_agreement(records) -> dict[str, float]:
-    """The mix repeats each bundled kernel as copies (`corpus`): how many kernels got one verdict in every copy,
-    and how many correct copies' speedups over eager lie within 5 % of their kernel's median (a loaded machine
-    must move neither)."""
-    groups: dict[tuple[str, str], list] = {}
-    for record in records:
-        groups.setdefault((record.task_id, record.kernel_name.rsplit("-", 1)[0]), []).append(record)
-    repeated = [copies for copies in groups.values() if len(copies) > 1]
-    if not repeated:
-        return {}
-    within = total = 0
-    for copies in repeated:
-        speedups = [r.speedup_eager for r in copies if r.status == "correct" and r.speedup_eager]
-        if len(speedups) > 1:
-            median = statistics.median(speedups)
-            within += sum(abs(s / median - 1) <= 0.05 for s in speedups)
-            total += len(speedups)
-    return {"copies: kernels with copies": len(repeated),
-            "copies: kernels with one verdict in every copy": sum(len({r.status for r in c}) == 1 for c in repeated),
-            "copies: correct copies timed": total,
-            "copies: speedups within 5 % of their kernel's median": within}  # fmt: skip
-
-
 def measure_warm(pairs, options: VerifyOptions, places: list[Place], records_path: Path | None) -> None:
     """The last run's kernels again, each build now a cache hit, with baselines measured afresh: the rate the
     evaluation side makes on 1, 2, ... of the visible GPUs (the engine puts its workers on every visible GPU), each
@@ -722,11 +434,6 @@ def measure_cold(count: int, task_count: int, make_options, places: list[Place],
             if gpus > 1 and one_gpus == 1:
                 for name, value in pass_agreement(one, records).items():
                     print(f"cold: {gpus} GPUs on {cores} cores against 1 on {one_cores}: {name:40s} {value:8.1f}")
-
-
-def show(figures: dict[str, float]) -> None:
-    for name, value in figures.items():
-        print(f"  {name:42s} {value:10.2f}", flush=True)
 
 
 if __name__ == "__main__":

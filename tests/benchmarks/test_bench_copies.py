@@ -3,16 +3,10 @@ moved a verdict or a speedup between copies of one kernel."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import SimpleNamespace
 
-ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location(
-    "bench_verify_throughput", ROOT / "benchmarks" / "bench_verify_throughput.py"
-)
-bench = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(bench)
+from benchmarks import throughput_figures as figures
+from benchmarks import throughput_mix as mix
 
 
 def record(task_id: str, name: str, status: str, speedup: float | None = None) -> SimpleNamespace:
@@ -26,13 +20,13 @@ def test_copies_are_grouped_by_task_and_kernel_and_judged_against_their_median()
         record("1/2", "tiled-1", "incorrect"), record("1/2", "tiled-17", "correct", 2.0),  # same name, other task
         record("1/3", "naive-2", "correct", 1.0),  # one copy: not counted
     ]  # fmt: skip
-    assert bench.copy_agreement(records) == {
+    assert figures.copy_agreement(records) == {
         "copies: kernels with copies": 2,
         "copies: kernels with one verdict in every copy": 1,
         "copies: correct copies timed": 3,
         "copies: speedups within 5 % of their kernel's median": 2,
     }
-    assert bench.copy_agreement(records[-1:]) == {}
+    assert figures.copy_agreement(records[-1:]) == {}
 
 
 def test_a_repeated_mix_runs_each_source_again_under_names_grouped_with_their_kernel():
@@ -40,10 +34,10 @@ def test_a_repeated_mix_runs_each_source_again_under_names_grouped_with_their_ke
 
     pairs = [(Candidate(task_id="1/1", source="a", language="cuda", kernel_name="tiled-0"), "task 1/1"),
              (Candidate(task_id="1/2", source="b", language="cuda", kernel_name="naive-1"), "task 1/2")]  # fmt: skip
-    assert bench.repeat_pairs(pairs, 1) == pairs
-    repeated = bench.repeat_pairs(pairs, 3)
+    assert mix.repeat_pairs(pairs, 1) == pairs
+    repeated = mix.repeat_pairs(pairs, 3)
     assert [c.kernel_name for c, _ in repeated] == ["tiled-0.0", "naive-1.0", "tiled-0.1", "naive-1.1", "tiled-0.2",
                                                     "naive-1.2"]  # fmt: skip
     assert [(c.source, t) for c, t in repeated] == [("a", "task 1/1"), ("b", "task 1/2")] * 3  # builds hit the cache
     records = [record(c.task_id, c.kernel_name, "correct", 1.0) for c, _ in repeated]
-    assert bench.copy_agreement(records)["copies: kernels with copies"] == 2
+    assert figures.copy_agreement(records)["copies: kernels with copies"] == 2

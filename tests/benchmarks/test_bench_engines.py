@@ -3,17 +3,11 @@ from the run's start (one monotonic clock for every process of the machine)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location(
-    "bench_verify_throughput", ROOT / "benchmarks" / "bench_verify_throughput.py"
-)
-bench = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(bench)
+from benchmarks import throughput_figures as figures
+from benchmarks import throughput_observers as observers
 
 TOTALS = {"records": 10, "started_at": 101.5, "last_record_at": 131.25, "references": 2, "reference_s": 11.0,
           "milestones": {"zygote_ready": 106.0, "start_received": 101.75, "first_record": 110.5},
@@ -23,12 +17,12 @@ TOTALS = {"records": 10, "started_at": 101.5, "last_record_at": 131.25, "referen
 
 
 def test_an_engines_totals_read_as_figures_from_the_runs_start():
-    lines = bench.engine_lines(TOTALS, started=100.0)
+    lines = figures.engine_lines(TOTALS, started=100.0)
     assert lines[0] == "started at 1.5 s; 10 records, the last at 31.2 s"
     assert lines[1] == "milestones: start_received 1.8, zygote_ready 6.0, first_record 10.5"  # in the order reached
     assert lines[2] == "clean references: 2, 5.50 s each; ready at 7.2, 9.0 s"
     adopted = {**TOTALS, "references_adopted": 1, "reference_ready_at": [100.0 + at for at in range(8, 0, -1)]}
-    assert bench.engine_lines(adopted, started=100.0)[2] == (
+    assert figures.engine_lines(adopted, started=100.0)[2] == (
         "clean references: 2, 5.50 s each, 1 adopted from another engine; ready at 1.0, 2.0, 3.0, 4.0 ... 7.0, 8.0 s"
     )
     assert lines[3] == "baseline children: 2, wall 13.0 s each; measured baselines 1.5 s of its device"
@@ -39,24 +33,24 @@ def test_an_engines_totals_read_as_figures_from_the_runs_start():
 
 def test_an_engine_stopped_before_its_streams_end_says_so():
     stopped = {**TOTALS, "stopped": True}
-    assert bench.engine_lines(stopped, started=100.0)[0] == (
+    assert figures.engine_lines(stopped, started=100.0)[0] == (
         "started at 1.5 s; 10 records, the last at 31.2 s; stopped before its stream's end"
     )
-    assert bench.engine_lines(stopped, started=100.0)[1:] == bench.engine_lines(TOTALS, started=100.0)[1:]
+    assert figures.engine_lines(stopped, started=100.0)[1:] == figures.engine_lines(TOTALS, started=100.0)[1:]
 
 
 def test_an_engine_without_milestones_says_so():
-    assert bench.milestone_line({}, started=0.0) == "milestones: none"
-    assert bench.engine_lines({"records": 0}, started=0.0)[0] == "started at 0.0 s; 0 records"
+    assert figures.milestone_line({}, started=0.0) == "milestones: none"
+    assert figures.engine_lines({"records": 0}, started=0.0)[0] == "started at 0.0 s; 0 records"
 
 
 def test_the_last_engine_alone_at_the_end_is_the_spread_of_their_last_records():
-    assert bench.alone_at_the_end([TOTALS, {**TOTALS, "last_record_at": 120.0}]) == 11.25
-    assert bench.alone_at_the_end([TOTALS, {**TOTALS, "last_record_at": None}]) != 0.0  # one with a last record: nan
+    assert figures.alone_at_the_end([TOTALS, {**TOTALS, "last_record_at": 120.0}]) == 11.25
+    assert figures.alone_at_the_end([TOTALS, {**TOTALS, "last_record_at": None}]) != 0.0  # one with a last record: nan
 
 
 def test_the_phase_log_keeps_each_engines_totals_by_process():
-    phase_log = bench.PhaseLog()
+    phase_log = observers.PhaseLog()
     record = logging.makeLogRecord({"msg": "engine totals: %s", "args": (json.dumps(TOTALS),),
                                     "processName": "engine-1", "levelno": logging.DEBUG})  # fmt: skip
     phase_log.emit(record)
@@ -65,7 +59,7 @@ def test_the_phase_log_keeps_each_engines_totals_by_process():
 
 
 def test_the_phase_log_counts_the_pairs_handed_back_at_the_end():
-    phase_log = bench.PhaseLog()
+    phase_log = observers.PhaseLog()
     for engine, count in ((0, 5), (1, 4)):
         phase_log.emit(logging.makeLogRecord({"name": "builder.verify.engine.device_engines", "args": (engine, count),
                                               "msg": "engine %d handed back %d pairs"}))  # fmt: skip
@@ -78,5 +72,5 @@ def test_the_phase_log_counts_the_pairs_handed_back_at_the_end():
 def test_the_middle_rate_leaves_out_the_start_and_the_last_records():
     # a slow start (10 s for the first record), then one record a second, then a straggler
     times = [10.0 + i for i in range(11)] + [60.0]
-    assert bench.middle_rate(times) == 3600.0  # records 3 to 8: 5 in 5 s
-    assert bench.middle_rate([1.0]) != bench.middle_rate([1.0])  # too few records: nan
+    assert figures.middle_rate(times) == 3600.0  # records 3 to 8: 5 in 5 s
+    assert figures.middle_rate([1.0]) != figures.middle_rate([1.0])  # too few records: nan
