@@ -23,7 +23,9 @@ def build(
     levels: Optional[str] = typer.Option(None, "--levels", help="Comma-separated levels, e.g. 1,2,3 (default: all)."),
     tasks: Optional[str] = typer.Option(None, "--tasks", help="Regular expression on task id or name."),
     backend: str = typer.Option("cuda", "--backend", help="cuda | cpu"),
-    gpus: Optional[int] = typer.Option(None, "--gpus", min=1, help="GPUs to use (default: all visible)."),
+    gpus: Optional[int] = typer.Option(
+        None, "--gpus", min=1, help="GPUs to use (default: all visible; with --executor ray, at most this many a node)."
+    ),
     compile_workers: Optional[int] = typer.Option(
         None, "--compile-workers", min=1, help="Parallel compiles (default: half the cores this process may run on)."
     ),

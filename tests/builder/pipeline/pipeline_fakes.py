@@ -95,6 +95,19 @@ class FailingControlVerifier(FakeVerifier):
         raise InfrastructureError(f"the control kernel came out incorrect (pid {os.getpid()})")
 
 
+BROKEN_NODE_VARIABLE = "KA_TEST_BROKEN_NODE"  # set where a test's Ray node started: that node is broken
+
+
+class BrokenNodeVerifier(PidNotingVerifier):
+    """A verifier whose control kernel fails on the nodes a test marked broken (`BROKEN_NODE_VARIABLE`)."""
+
+    def preflight(self):
+        from builder.errors import InfrastructureError
+
+        if os.environ.get(BROKEN_NODE_VARIABLE):
+            raise InfrastructureError("the control kernel came out incorrect on this node")
+
+
 class MachineryFailingVerifier(FakeVerifier):
     """A verifier whose machinery fails: every pair (`failing("always")`), or the first pair's first try only
     (`failing("once")`), comes back as an InfrastructureFailure instead of a record."""
