@@ -2,7 +2,7 @@
 writer.
 
 Each node that can evaluate (a GPU on the CUDA backend, a CPU on the CPU backend) gets one `NodeEngine` actor
-(`ray_node_engine.py`): the local executor's engine over the GPUs Ray lends it there, with its compile pool,
+(`ray_node_engine.py`): the local executor's engine over the GPUs Ray assigns it there, with its compile pool,
 pre-started children and shared references and baselines. The build hands each node pairs as its engine reads
 them and takes the records back in completion order. Workers import the project from this checkout's path (and
 the driver's PYTHONPATH), so every node needs the same checkout at the same path; builds are content-addressed in

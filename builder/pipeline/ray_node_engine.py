@@ -1,6 +1,6 @@
 """The engine of one Ray node (trusted side): the local executor's `Verifier` inside a Ray actor, fed by the build.
 
-The build (Ray's driver) starts one `NodeEngine` actor per node that can evaluate, holding the GPUs Ray lends it
+The build (Ray's driver) starts one `NodeEngine` actor per node that can evaluate, holding the GPUs Ray assigns it
 there (Ray sets its CUDA_VISIBLE_DEVICES): its `Verifier` runs an engine process per GPU, a compile pool on the
 node's cores, pre-started sandboxed children and shared references and baselines, as a local build does. Candidate
 code still runs only in the engine's sandboxed children.
