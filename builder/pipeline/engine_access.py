@@ -28,8 +28,8 @@ VerifierFactory = Callable[[Any, ExecutorSettings], Any]
 
 
 def real_engine() -> ModuleType:
-    """The verify engine module (compile_candidate, evaluate_compiled, Verifier, VerifyOptions), imported when an
-    executor first needs it: a command that verifies nothing never loads the engine."""
+    """The verify engine module (its `Verifier` and `VerifyOptions`), imported when an executor first needs it: a
+    command that verifies nothing never loads the engine."""
     return importlib.import_module(ENGINE_MODULE)
 
 

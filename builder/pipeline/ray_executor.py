@@ -190,6 +190,7 @@ class RayExecutor:
     # A stream: pairs handed out as the engines read them, records back in completion order.
 
     def stream(self, pairs: Iterable[Pair]) -> Iterator[Any]:
+        """One record (or InfrastructureFailure) per pair, in completion order, from every live node's engine."""
         ray = self.ray
         active = [engine for engine in list(self.engines.values()) if self._begin(engine)]
         for engine, check in self._start_missing():  # for engines lost since, and nodes that joined since

@@ -51,12 +51,6 @@ def evaluate_compiled(compiled: CompileResult, candidate: Candidate, task: Task,
     return finish_record(evaluated, baselines)
 
 
-def control_check(options: VerifyOptions) -> None:
-    """The control kernel on the device this process sees, unless it passed here lately (`preflight.preflight`);
-    InfrastructureError where it fails. The Ray executor runs it on each node before the first candidate."""
-    preflight.preflight(options)
-
-
 def verify(candidate: Candidate, task: Task, options: VerifyOptions) -> KernelRecord:
     """Compile and evaluate one candidate (what `kernel-archive verify` runs); InfrastructureError where the
     machinery, not the candidate, failed."""
