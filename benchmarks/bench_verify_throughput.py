@@ -340,13 +340,11 @@ def main() -> None:
     # `timeout` sends) ends the stream in progress with its figures and skips the stages after it.
     signal.signal(signal.SIGTERM, cut_short)
 
-    def cold_options(workers: int | None = None, cores: int | None = None) -> VerifyOptions:
-        """A cold pass's options: empty caches; compile workers by the config's rule for the pass's `cores` (a
-        place's), else the config's own."""
+    def cold_options(workers: int | None = None, cores: int | None = None, gpus: int = 1) -> VerifyOptions:
+        """A cold pass's options: empty caches; compile workers by the config's rule for the pass's `cores` and
+        `gpus` (a place's), else the engine's (None)."""
         work = Path(tempfile.mkdtemp(prefix="ka-bench-"))
-        compile_workers = args.compile_workers or (
-            config.compile_workers_for(cores) if cores else config.COMPILE_WORKERS
-        )
+        compile_workers = args.compile_workers or (config.compile_workers_for(cores, gpus) if cores else None)
         return VerifyOptions(backend=backend, build_cache_dir=work / "builds", baseline_cache_dir=work / "baselines",
                              trials=config.DEFAULT_TRIALS, eval_workers=workers, profile=args.profile,
                              compile_workers=compile_workers, engines=args.engines, fork_children=fork_children,
@@ -362,7 +360,7 @@ def main() -> None:
         pairs = corpus(backend, count, args.tasks)
         label = f"eval workers/device {workers or 'default'}{', profiles on' if args.profile else ''}"
         print(f"{label}: {count} kernels over {len({t.id for _, t in pairs})} tasks, compile workers "
-              f"{options.compile_workers}, batch size {options.batch_size}", flush=True)  # fmt: skip
+              f"{options.compile_workers or 'by the config'}, batch size {options.batch_size}", flush=True)  # fmt: skip
         show(measure_stream(pairs, options, label, args.records))
         if CUT_SHORT.is_set():
             return
@@ -416,7 +414,7 @@ def measure_cold(count: int, task_count: int, make_options, places: list[Place],
     passes: dict[tuple[int, int], list] = {}
     for place in places_that_fit(places, visible, own, "cold"):
         with on_place(place, visible, own) as cores:
-            options = make_options(cores=len(cores))
+            options = make_options(cores=len(cores), gpus=place.gpus)
             label = f"cold, {place_name(place, visible, cores)}"
             print(f"{label}: {count} kernels, compile workers {options.compile_workers}", flush=True)
             records: list = []

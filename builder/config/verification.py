@@ -120,13 +120,21 @@ CPU_EXTENSION_CFLAGS = CUDA_EXTENSION_CFLAGS = ("-O3",)  # no --use_fast_math: n
 CUDA_FAST_MATH_FLAG = "--use_fast_math"
 
 
-def compile_workers_for(cores: int) -> int:
-    """Parallel compile children (each runs ninja/nvcc) for a process that may run on `cores` cores: half of them."""
-    return max(1, cores // 2)
+# Of the cores a stream may run on, the share its compile children (each runs ninja/nvcc) get: half with one GPU,
+# where evaluation sets the pace after the start and more workers slowed each build (4x H200, 64 cores, one GPU:
+# 48 workers put the first evaluated record at 106.5 s against 86.7 s with 32); three quarters with several,
+# where compile sets it (four GPUs: 5,504 kernels/h with 48 against 4,286/h with 32; docs/benchmarks.md).
+COMPILE_CORE_SHARE_ONE_GPU, COMPILE_CORE_SHARE_SEVERAL_GPUS = 0.5, 0.75
+
+
+def compile_workers_for(cores: int, gpus: int = 1) -> int:
+    """Parallel compile children for a stream that may run on `cores` cores and evaluates on `gpus` GPUs."""
+    share = COMPILE_CORE_SHARE_SEVERAL_GPUS if gpus > 1 else COMPILE_CORE_SHARE_ONE_GPU
+    return max(1, int(cores * share))
 
 
 # From the cores this process may run on, not the machine's (a process pinned to 16 of 32 cores, or a container's
-# CPU set, gets 8).
+# CPU set, gets 8): a stream of one engine's, where VerifyOptions.compile_workers is None.
 COMPILE_WORKERS = compile_workers_for(len(os.sched_getaffinity(0)))
 # Candidates per shared build at most (the torch headers dominate a build), no more than an even share of the
 # compile workers; a stream's first builds ramp up from COMPILE_FIRST_BATCH_SIZE (docs/architecture.md).

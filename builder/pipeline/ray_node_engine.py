@@ -13,15 +13,12 @@ deep (`refill_below`), so no node claims more than it will start on soon and the
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import is_dataclass, replace
 from typing import Any
 
-from builder import config
 from builder.errors import InfrastructureError
 
 _END = object()  # in the inbox: the stream's input is over
@@ -32,9 +29,6 @@ class NodeEngine:
     the local executor's factory, the real engine's `Verifier` unless a test passes a stand-in."""
 
     def __init__(self, make_verifier: Any, options: Any, settings: Any) -> None:
-        if settings.compile_workers is None and is_dataclass(options) and hasattr(options, "compile_workers"):
-            # The driver's default followed the driver's cores; this node's follows its own.
-            options = replace(options, compile_workers=config.compile_workers_for(len(os.sched_getaffinity(0))))
         self.verifier = make_verifier(options, settings)
         self.inbox: queue.Queue = queue.Queue()
         self.outbox: queue.Queue = queue.Queue()

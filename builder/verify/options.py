@@ -28,7 +28,7 @@ class VerifyOptions:
     build_cache_dir: Path | None = None  # None: config.CACHE_DIR / "compile"
     fast_math: bool = False
     isolation: str | None = None  # None: bwrap when usable, else process
-    compile_workers: int = config.COMPILE_WORKERS
+    compile_workers: int | None = None  # None: the config's rule for the stream's cores and GPUs
     batch_size: int = config.COMPILE_BATCH_SIZE
     prestart: int = config.EVAL_POOL_SIZE  # pre-started evaluation children per worker in stream()
     eval_workers: int | None = None  # evaluation workers per device in stream(); None: config's for the backend

@@ -104,7 +104,8 @@ class CompileStage(Stage):
         super().__init__(failures)
         self.options, self.pairs, self.built, self.tasks = options, pairs, built, tasks
         self.stop = built.stop
-        self.window_size = max(1, options.batch_size) * max(1, options.compile_workers)
+        self.workers = options.compile_workers or config.COMPILE_WORKERS
+        self.window_size = max(1, options.batch_size) * self.workers
 
     def outputs(self) -> list[Channel]:
         return [self.built, self.tasks]
@@ -112,7 +113,7 @@ class CompileStage(Stage):
     def run(self) -> None:
         windows: list[threading.Thread] = []
         try:
-            with ThreadPoolExecutor(max(1, self.options.compile_workers), thread_name_prefix="ka-compile") as pool:
+            with ThreadPoolExecutor(self.workers, thread_name_prefix="ka-compile") as pool:
                 builds = BuildQueue(pool)
                 room = threading.Semaphore(config.COMPILE_WINDOWS_IN_FLIGHT)
                 for number in itertools.count():
@@ -155,7 +156,7 @@ class CompileStage(Stage):
             first_batch_size = config.COMPILE_FIRST_BATCH_SIZE if number == 0 else None  # the start's ramp
             batching.compile_many([(c.source, c.language) for c, _ in window], self._build, self.options.batch_size,
                                   on_result=lambda index, result: self.built.send(Built(*window[index], result)),
-                                  workers=self.options.compile_workers, first_batch_size=first_batch_size,
+                                  workers=self.workers, first_batch_size=first_batch_size,
                                   queue=builds, window=number, recall=partial(recall_build, backend=backend, **keyed),
                                   remember=partial(remember_members, backend=backend, **keyed))  # fmt: skip
         except BaseException as exc:  # noqa: BLE001 - raised by the scheduler in the stream's caller thread

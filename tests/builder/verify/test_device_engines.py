@@ -38,6 +38,16 @@ def test_cores_and_compile_workers_are_shared_out():
     assert device_engines.engine_shares([None], [0], 1)[0] == {"device": None, "cores": [0], "compile_workers": 1}
 
 
+def test_compile_workers_follow_the_gpus_unless_given():
+    cores = list(range(64))
+    # Several GPUs: compile sets the pace, three quarters of the cores build; one GPU, or CPU engines: half.
+    assert device_engines.compile_workers(VerifyOptions(backend="cuda"), ["0", "1", "2", "3"], cores) == 48
+    assert device_engines.compile_workers(VerifyOptions(backend="cuda"), ["0"], cores) == 32
+    assert device_engines.compile_workers(VerifyOptions(backend="cpu"), [None, None], cores) == 32
+    assert device_engines.compile_workers(VerifyOptions(backend="cuda", compile_workers=5), ["0", "1"], cores) == 5
+    assert config.compile_workers_for(1, gpus=4) == 1
+
+
 @pytest.mark.parametrize(("visible", "setting", "engines", "expected"), [
     (["0", "1"], True, None, ["0", "1"]), (["3"], True, None, []), (["0", "1"], False, None, []),
     (["0", "1"], True, 1, []), (["0", "1"], False, 2, ["0", "1"]),
