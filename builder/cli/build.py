@@ -27,7 +27,10 @@ def build(
         None, "--gpus", min=1, help="GPUs to use (default: all visible; with --executor ray, at most this many a node)."
     ),
     compile_workers: Optional[int] = typer.Option(
-        None, "--compile-workers", min=1, help="Parallel compiles (default: half the cores this process may run on)."
+        None,
+        "--compile-workers",
+        min=1,
+        help="Parallel compiles (default: of the cores this process may run on, half with one GPU, three quarters with several).",
     ),
     executor: str = typer.Option("local", "--executor", help="local | ray"),
     ray_address: Optional[str] = typer.Option(

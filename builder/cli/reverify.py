@@ -23,7 +23,10 @@ def reverify(
     trials: int = typer.Option(config.DEFAULT_TRIALS, "--trials", min=1, help="Correctness trials (fresh seeds)."),
     timeout: Optional[float] = typer.Option(None, "--timeout", min=1, help="Seconds per kernel evaluation."),
     compile_workers: Optional[int] = typer.Option(
-        None, "--compile-workers", min=1, help="Parallel compiles (default: half the cores this process may run on)."
+        None,
+        "--compile-workers",
+        min=1,
+        help="Parallel compiles (default: of the cores this process may run on, half with one GPU, three quarters with several).",
     ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
     restart: bool = typer.Option(

@@ -145,7 +145,10 @@ class EngineFleet:
 
     def records(self) -> Iterator[KernelRecord | InfrastructureFailure]:
         """The engines' records and crash records, in completion order, until every engine has ended; what an
-        engine's thread raised (its input's exception, an engine's error) is raised here."""
+        engine's thread raised (its input's exception, an engine's error) is raised here.
+
+        A pair handed back to the router for an engine that then ended, where every other engine had been told the
+        end, is one more crash record (the build tries it again)."""
         ended = 0
         while ended < len(self.engines):
             item = self._records.get()
@@ -155,6 +158,11 @@ class EngineFleet:
                 raise item
             else:
                 yield item
+        if returned := self.router.take_returned():
+            why = "it was handed back unbegun, and no engine was left to take it (one had ended)"
+            incident = f"pairs handed back at the stream's end ({uuid.uuid4().hex[:8]})"
+            for candidate, task in returned:
+                yield InfrastructureFailure(candidate, task, why, incident)
         if self.router.unfinished():  # every engine ended early: what none began is no record (a rerun resumes it)
             raise RuntimeError("every engine process ended before the stream's last candidate was handed out")
 
@@ -279,10 +287,11 @@ class EngineFleet:
             engine.told_end, engine.flushed = pair is None, not is_pair
             if engine.ended:
                 if is_pair:
-                    self.router.give_back(pair)
+                    self.router.give_back(pair, undelivered=True)
+                    self.schedule.notify_all()
                 return False
             if is_pair:
-                engine.pending[sequence] = pair
+                engine.pending[sequence] = pair  # in transit still: the send may yet fail
             engine.asking = False
             self.schedule.notify_all()
         try:
@@ -292,10 +301,16 @@ class EngineFleet:
                 engine.send(None if pair is None else (sequence, *pair, self.offer_for(pair)))
         except OSError:  # it ended meanwhile: the pair goes to another engine
             with self.schedule:
-                if engine.pending.pop(sequence, None) is not None:
-                    self.router.give_back(pair)
+                if is_pair and engine.pending.pop(sequence, None) is not None:
+                    self.router.give_back(pair, undelivered=True)
+                elif is_pair:  # its end made it a crash record already
+                    self.router.delivered()
                 self.schedule.notify_all()
             return False
+        if is_pair:
+            with self.schedule:
+                self.router.delivered()
+                self.schedule.notify_all()
         return True
 
     def choose(self, engine: EngineHandle) -> Any:
@@ -308,11 +323,15 @@ class EngineFleet:
                     self.schedule.wait(0.5)
             pair = self.router.next_for(engine.index)  # outside `schedule`: it may read the input, perhaps slowly
             with self.schedule:
-                if pair is not None or engine.ended or not self.holding(engine):
+                if pair is not None or engine.ended:
                     return pair
+                holding = self.holding(engine)
+                if not holding and not self.router.in_transit():  # no pair can come back for it: the end
+                    return None
                 if not engine.flushed:  # what it holds in a window not yet full is built and evaluated meanwhile
                     return hand_back.WINDOW_END
-                self.ask_hand_back(engine)
+                if holding:
+                    self.ask_hand_back(engine)
                 self.schedule.wait(0.5)
 
     def may_take(self, engine: EngineHandle) -> bool:

@@ -41,6 +41,10 @@ class Router:
         self._taken: dict[int, set[str]] = {}  # engine -> the tasks it has had pairs of (its own, and any shared)
         self._lock = threading.Lock()
         self._exhausted = False
+        # Pairs `next_for` returned that are not yet pending with an engine: while one is, an engine that finds
+        # nothing waiting is not told the end, since the pair comes back here if its engine has ended meanwhile.
+        self._in_transit = 0
+        self._returned: set[int] = set()  # id() of waiting pairs given back: each was handed out before
 
     def next_for(self, engine: int) -> tuple[Candidate, Task] | None:
         """The next pair for `engine`, or None once every pair is handed out."""
@@ -57,12 +61,36 @@ class Router:
             del self._waiting[chosen]
             self._owner.setdefault(pair[1].id, engine)
             self._taken.setdefault(engine, set()).add(pair[1].id)
+            self._in_transit += 1
+            self._returned.discard(id(pair))
             return pair
 
-    def give_back(self, pair: tuple[Candidate, Task]) -> None:
-        """A pair an engine could not take, or one an engine handed back unbegun: first in line again."""
+    def delivered(self) -> None:
+        """A pair `next_for` returned is pending with its engine now."""
         with self._lock:
+            self._in_transit = max(0, self._in_transit - 1)
+
+    def give_back(self, pair: tuple[Candidate, Task], *, undelivered: bool = False) -> None:
+        """A pair an engine handed back unbegun, or (`undelivered`) one `next_for` returned for an engine that
+        ended before it took it: first in line again."""
+        with self._lock:
+            if undelivered:
+                self._in_transit = max(0, self._in_transit - 1)
             self._waiting.appendleft(pair)
+            self._returned.add(id(pair))
+
+    def take_returned(self) -> list[tuple[Candidate, Task]]:
+        """The waiting pairs that were given back, taken out (at a stream's end, where no engine is left)."""
+        with self._lock:
+            taken = [pair for pair in self._waiting if id(pair) in self._returned]
+            self._waiting = deque(pair for pair in self._waiting if id(pair) not in self._returned)
+            self._returned.clear()
+            return taken
+
+    def in_transit(self) -> bool:
+        """Whether a pair is on its way to an engine that may yet give it back."""
+        with self._lock:
+            return self._in_transit > 0
 
     def all_read(self) -> bool:
         """Whether the input is read to its end (the waiting pairs are the stream's last)."""

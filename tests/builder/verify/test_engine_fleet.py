@@ -140,6 +140,23 @@ def test_a_pair_for_an_engine_that_has_ended_goes_to_another():
     assert fleet.choose(other) == pair
 
 
+def test_nobody_is_told_the_end_while_a_pair_is_on_its_way_to_an_engine_that_may_give_it_back():
+    fleet = fleet_of(0, 0, pairs=[("p0", task("a"))])
+    dying, other = fleet.engines
+    pair = fleet.choose(dying)  # out of the router, not yet sent: the input has no other
+    chosen: list = []
+    choosing = threading.Thread(target=lambda: chosen.append(fleet.choose(other)), daemon=True)
+    choosing.start()
+    choosing.join(timeout=1.5)
+    assert choosing.is_alive() and not chosen  # not told the end while the pair may come back
+    dying.connection.close()  # it died as its answer was sent
+    assert not fleet.hand_out(dying, pair) and not dying.pending
+    choosing.join(timeout=10)
+    assert chosen == [pair]
+    assert fleet.hand_out(other, pair) and other.pending and not fleet.router.in_transit()
+    assert fleet.choose(other) is None  # nothing left, nothing on its way: the end
+
+
 def test_an_engine_that_dies_leaves_each_pending_pair_as_one_crash_record():
     fleet = fleet_of(3)
     engine = fleet.engines[0]
@@ -153,6 +170,22 @@ def test_an_engine_that_dies_leaves_each_pending_pair_as_one_crash_record():
     assert sorted(crash.candidate for crash in crashes) == ["held-0-0", "held-0-2"]
     assert all(isinstance(crash, InfrastructureFailure) and "(exit -9)" in crash.reason for crash in crashes)
     assert len({crash.incident for crash in crashes} - {None}) == 1  # one incident: the build counts it once
+
+
+def test_pairs_handed_back_for_an_engine_that_died_become_crash_records_once_nobody_is_left():
+    fleet = fleet_of(0, 3)
+    taker, giver = fleet.engines
+    giver.told_end = True  # its input had ended: it asks for no more
+    fleet.receive_hand_back(giver, [101, 102], {})  # for the taker, which dies before it takes them
+    fleet.serve(taker)
+    giver.connection.messages = [("record", 100, "record of held-1-0"), ("done",)]
+    fleet.serve(giver)
+    records = list(fleet.records())
+    assert records[0] == "record of held-1-0"
+    crashes = records[1:]
+    assert sorted(crash.candidate for crash in crashes) == ["held-1-1", "held-1-2"]
+    assert all(isinstance(crash, InfrastructureFailure) and "no engine was left" in crash.reason for crash in crashes)
+    assert len({crash.incident for crash in crashes}) == 1
 
 
 def test_the_stream_fails_when_every_engine_ended_before_the_last_pair_was_handed_out():

@@ -94,6 +94,18 @@ def test_a_pair_given_back_goes_out_first_and_leaves_the_stream_unfinished():
     assert not router.unfinished()
 
 
+def test_a_pair_is_in_transit_from_the_router_until_delivered_or_given_back_undelivered():
+    router = routing.Router(pairs_of("a", "a"), lookahead=2)
+    first, second = router.next_for(0), router.next_for(1)
+    assert router.in_transit()
+    router.delivered()
+    assert router.in_transit()  # the second is still on its way
+    router.give_back(second, undelivered=True)
+    assert not router.in_transit() and router.next_for(0) is second
+    router.give_back(first)  # handed back from an engine's pending pairs: never counted twice
+    assert router.in_transit()  # the second, taken again just now
+
+
 def test_the_router_reads_its_input_only_as_far_as_it_looks_ahead():
     read = []
 
