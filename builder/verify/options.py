@@ -51,6 +51,13 @@ class VerifyOptions:
         default = config.EVAL_WORKERS_PER_GPU if self.backend == "cuda" else config.EVAL_WORKERS_CPU
         return max(1, self.eval_workers if self.eval_workers is not None else default)
 
+    def with_compile_workers(self, cores: int, gpus: int) -> VerifyOptions:
+        """These options with compile workers fixed: the given ones, or the config's rule for a stream that may run
+        on `cores` cores and evaluates on `gpus` GPUs (`config.compile_workers_for`)."""
+        if self.compile_workers:
+            return self
+        return replace(self, compile_workers=config.compile_workers_for(cores, gpus))
+
     def with_seeds(self) -> VerifyOptions:
         """These options with seeds fixed: the given ones, or `trials` fresh secret ones."""
         if self.seeds:

@@ -79,12 +79,6 @@ def engine_shares(devices: list[str | None], cores: list[int], compile_workers: 
     return shares
 
 
-def compile_workers(options: VerifyOptions, devices: list[str | None], cores: list[int]) -> int:
-    """The stream's compile workers over all its engines: the options', else the config's rule for its cores and
-    GPUs (`config.compile_workers_for`)."""
-    return options.compile_workers or config.compile_workers_for(len(cores), sum(d is not None for d in devices))
-
-
 _ENDED = object()  # in the fleet's records: one engine has ended, its records and crash records all passed on
 
 
@@ -373,7 +367,8 @@ class EngineFleet:
 def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devices: list[str | None],
            cores: list[int]) -> Iterator[KernelRecord]:  # fmt: skip
     """Records of `pairs` verified by one engine process per entry of `devices`, in completion order."""
-    shares = engine_shares(devices, cores, compile_workers(options, devices, cores))
+    workers = options.with_compile_workers(len(cores), sum(d is not None for d in devices)).compile_workers
+    shares = engine_shares(devices, cores, workers)
     window = max(1, options.batch_size) * max(1, shares[0]["compile_workers"])
     router = Router(pairs, lookahead=window * len(devices), engines=len(devices))
     fleet = EngineFleet(router, workers=options.workers_per_device(), slack=max(1, options.batch_size))

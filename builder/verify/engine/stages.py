@@ -104,7 +104,7 @@ class CompileStage(Stage):
         super().__init__(failures)
         self.options, self.pairs, self.built, self.tasks = options, pairs, built, tasks
         self.stop = built.stop
-        self.workers = options.compile_workers or config.COMPILE_WORKERS
+        self.workers = options.compile_workers or config.COMPILE_WORKERS  # a Verifier's options always say
         self.window_size = max(1, options.batch_size) * self.workers
 
     def outputs(self) -> list[Channel]:

@@ -39,13 +39,28 @@ def test_cores_and_compile_workers_are_shared_out():
 
 
 def test_compile_workers_follow_the_gpus_unless_given():
-    cores = list(range(64))
     # Several GPUs: compile sets the pace, three quarters of the cores build; one GPU, or CPU engines: half.
-    assert device_engines.compile_workers(VerifyOptions(backend="cuda"), ["0", "1", "2", "3"], cores) == 48
-    assert device_engines.compile_workers(VerifyOptions(backend="cuda"), ["0"], cores) == 32
-    assert device_engines.compile_workers(VerifyOptions(backend="cpu"), [None, None], cores) == 32
-    assert device_engines.compile_workers(VerifyOptions(backend="cuda", compile_workers=5), ["0", "1"], cores) == 5
+    assert VerifyOptions(backend="cuda").with_compile_workers(64, gpus=4).compile_workers == 48
+    assert VerifyOptions(backend="cuda").with_compile_workers(64, gpus=1).compile_workers == 32
+    assert VerifyOptions(backend="cpu").with_compile_workers(64, gpus=0).compile_workers == 32
+    assert VerifyOptions(backend="cuda", compile_workers=5).with_compile_workers(64, gpus=2).compile_workers == 5
     assert config.compile_workers_for(1, gpus=4) == 1
+
+
+@pytest.mark.parametrize("engines", [None, 1])
+def test_a_stream_over_four_gpus_gets_the_several_gpu_share_in_engines_or_in_one_process(monkeypatch, engines):
+    """One rule wherever the stream runs: an engine per GPU, or the whole stream in this process (engines=1)."""
+    from builder.verify.engine import verifier as verifier_module
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
+    monkeypatch.setattr(environment, "visible_gpu_ids", lambda: ["0", "1", "2", "3"])
+    monkeypatch.setattr(environment, "gpu_count", lambda: 4)
+    monkeypatch.setattr(verifier_module, "keep_timing_cores", lambda *args, **kwargs: {})
+    verifier = Verifier(VerifyOptions(backend="cuda", engines=engines))
+    assert len(verifier.engine_devices) == (4 if engines is None else 0)
+    assert verifier.options.compile_workers == 48
+    cpu = Verifier(VerifyOptions(backend="cpu", engines=2))
+    assert cpu.options.compile_workers == 32
 
 
 @pytest.mark.parametrize(("visible", "setting", "engines", "expected"), [
