@@ -242,7 +242,7 @@ def main() -> None:
         "--compile-workers",
         type=int,
         default=None,
-        help=f"parallel compile children (default {config.COMPILE_WORKERS}: config.COMPILE_WORKERS)",
+        help="parallel compile children (default: config.compile_workers_for the pass's cores and GPUs)",
     )
     parser.add_argument("--records", type=Path, default=None, help="append each run's records here, JSON lines")
     parser.add_argument("--profile", action="store_true", help="profiles on (ncu, torch profiler, clang-tidy)")

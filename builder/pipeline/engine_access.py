@@ -19,7 +19,7 @@ ENGINE_MODULE = "builder.verify.engine.verifier"
 class ExecutorSettings:
     backend: str = "cuda"
     gpus: int | None = None  # None: every visible GPU
-    compile_workers: int | None = None  # None: the engine's default (CPU cores)
+    compile_workers: int | None = None  # None: the Verifier applies config.compile_workers_for on its node
     ray_address: str | None = None
 
 
