@@ -98,12 +98,26 @@ def test_an_engine_lost_between_streams_is_replaced_and_no_pair_is_lost(local_ra
         first = list(executor.stream(pairs[:2]))
         (engine,) = executor.engines.values()
         ray.kill(engine.actor)  # its node keeps going: the next stream starts an engine there
+        wait_until_dead(engine.actor)  # a kill lands later: a stream begun first would lose its engine mid-stream
         second = list(executor.stream(pairs[2:]))
     finally:
         executor.close()
     assert sorted(record.kernel_name for record in first + second) == ["v0", "v1", "v2", "v3"]
     pids = [{int(r.error.split()[-1]) for r in records} for records in (first, second)]
     assert len(pids[0]) == len(pids[1]) == 1 and pids[0] != pids[1]  # a new engine, in a new process
+
+
+def wait_until_dead(actor, within_s: float = 60.0) -> None:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.__ray_ready__.remote(), timeout=5)
+        except ray.exceptions.RayActorError:
+            return
+        except ray.exceptions.GetTimeoutError:
+            continue
+        time.sleep(0.1)
+    raise AssertionError(f"a killed actor still answered after {within_s} s")
 
 
 def test_an_address_nothing_listens_on_is_a_quick_one_line_error(tmp_path):
