@@ -32,14 +32,19 @@ def python(code: str, *extra: str) -> list[str]:
     return [sys.executable, "-c", code, *extra]
 
 
-def processes_with(marker: str) -> list[psutil.Process]:
-    """Processes still alive whose command line holds `marker`. A zombie has ended and runs nothing: an inner
-    bwrap whose parent was killed can wait a moment for an init that reaps orphans lazily."""
-    found = []
-    for proc in psutil.process_iter(["cmdline", "status"]):
-        if proc.info["status"] != psutil.STATUS_ZOMBIE and marker in " ".join(proc.info["cmdline"] or []):
-            found.append(proc)
-    return found
+def processes_with(marker: str, settle_s: float = 5.0) -> list[psutil.Process]:
+    """Processes still alive whose command line holds `marker`, after up to `settle_s` for the ones being killed to
+    end. A zombie has ended and runs nothing: an inner bwrap whose parent was killed can wait a moment for an init
+    that reaps orphans lazily, and a killed process is listed alive until the kernel has taken it down."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        found = []
+        for proc in psutil.process_iter(["cmdline", "status"]):
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and marker in " ".join(proc.info["cmdline"] or []):
+                found.append(proc)
+        if not found or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.1)
 
 
 @pytest.mark.parametrize("isolation", ISOLATIONS)
