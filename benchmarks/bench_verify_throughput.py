@@ -244,9 +244,6 @@ def main() -> None:
         default=None,
         help="parallel compile children (default: config.compile_workers_for the pass's cores and GPUs)",
     )
-    parser.add_argument("--start-builds", type=int, default=None,
-                        help="builds side by side until the first kernel is built (default: "
-                             f"config.start_builds_for the compile workers, {config.COMPILE_START_SHARE:g} of them)")  # fmt: skip
     parser.add_argument("--records", type=Path, default=None, help="append each run's records here, JSON lines")
     parser.add_argument("--profile", action="store_true", help="profiles on (ncu, torch profiler, clang-tidy)")
     longest = config.JUDGE_POLL_MAX_S
@@ -322,8 +319,6 @@ def main() -> None:
     if any(n < 1 for n in counts):
         parser.error(f"--device-connections: counts of 1 or more, not {args.device_connections!r}")
     connections = [work_queues.DRIVER_DEFAULT if v == "default" else int(v) for v in values] or [None]
-    if args.start_builds is not None and args.start_builds < 1:
-        parser.error(f"--start-builds: 1 or more, not {args.start_builds}")
     if args.compile_workers is not None and args.compile_workers < 1:
         parser.error(f"--compile-workers: 1 or more, not {args.compile_workers}")
     if args.warm_repeat < 1:
@@ -352,8 +347,7 @@ def main() -> None:
         compile_workers = args.compile_workers or (config.compile_workers_for(cores, gpus) if cores else None)
         return VerifyOptions(backend=backend, build_cache_dir=work / "builds", baseline_cache_dir=work / "baselines",
                              trials=config.DEFAULT_TRIALS, eval_workers=workers, profile=args.profile,
-                             compile_workers=compile_workers, start_builds=args.start_builds,
-                             engines=args.engines, fork_children=fork_children,
+                             compile_workers=compile_workers, engines=args.engines, fork_children=fork_children,
                              fork_references=True if args.fork_references else None,
                              refill_after_first_reference=refill_late)  # fmt: skip
 
@@ -366,8 +360,7 @@ def main() -> None:
         pairs = corpus(backend, count, args.tasks)
         label = f"eval workers/device {workers or 'default'}{', profiles on' if args.profile else ''}"
         print(f"{label}: {count} kernels over {len({t.id for _, t in pairs})} tasks, compile workers "
-              f"{options.compile_workers or 'by the config'}, start builds {options.start_builds or 'by the config'}, "
-              f"batch size {options.batch_size}", flush=True)  # fmt: skip
+              f"{options.compile_workers or 'by the config'}, batch size {options.batch_size}", flush=True)  # fmt: skip
         show(measure_stream(pairs, options, label, args.records))
         if CUT_SHORT.is_set():
             return
@@ -423,11 +416,7 @@ def measure_cold(count: int, task_count: int, make_options, places: list[Place],
         with on_place(place, visible, own) as cores:
             options = make_options(cores=len(cores), gpus=place.gpus)
             label = f"cold, {place_name(place, visible, cores)}"
-            print(
-                f"{label}: {count} kernels, compile workers {options.compile_workers}, start builds "
-                f"{options.start_builds or config.start_builds_for(options.compile_workers or 1)}",
-                flush=True,
-            )
+            print(f"{label}: {count} kernels, compile workers {options.compile_workers}", flush=True)
             records: list = []
             figures = measure_stream(corpus(options.backend, count, task_count), options, label, records_path, records)
         show(figures)

@@ -142,16 +142,6 @@ COMPILE_BATCH_SIZE, COMPILE_FIRST_BATCH_SIZE = 16, 4
 # Windows of candidates (COMPILE_BATCH_SIZE x compile workers) whose builds wait in the queue at once, earlier
 # windows first: the next window's builds take the workers that the last one's stragglers leave idle.
 COMPILE_WINDOWS_IN_FLIGHT = 2
-# Of the compile workers, the share that build side by side until a stream's first kernel is built (the device has
-# nothing to do before; builds side by side slow each other); then every worker builds.
-COMPILE_START_SHARE = 1.0
-
-
-def start_builds_for(workers: int) -> int:
-    """Builds side by side at a stream's start, before its first kernel is built, for `workers` compile workers."""
-    return max(1, min(workers, round(workers * COMPILE_START_SHARE)))
-
-
 EVAL_POOL_SIZE = 1  # pre-started evaluation processes per GPU worker, beyond the one running
 EVAL_REFILL_AFTER_FIRST_REFERENCE = True  # a taken child's replacement waits for a first reference (pool.py)
 FORK_EVALUATION_CHILDREN = True  # forked from a zygote, each into a bwrap sandbox of its own (verify/sandbox/zygote.py)

@@ -30,7 +30,6 @@ class VerifyOptions:
     isolation: str | None = None  # None: bwrap when usable, else process
     compile_workers: int | None = None  # None: the config's rule for the stream's cores and GPUs
     batch_size: int = config.COMPILE_BATCH_SIZE
-    start_builds: int | None = None  # builds side by side before the first is built; None: config's share
     prestart: int = config.EVAL_POOL_SIZE  # pre-started evaluation children per worker in stream()
     eval_workers: int | None = None  # evaluation workers per device in stream(); None: config's for the backend
     engines: int | None = None  # engine processes in stream(): None, one per GPU when several (1: this one only)

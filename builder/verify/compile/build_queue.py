@@ -16,24 +16,13 @@ class BuildQueue:
     """The builds of a stream's windows of candidates in one queue on one executor: each turn a worker gets runs
     the first build waiting by then. Earlier windows rank first, so the next window's builds fill the workers
     only while the last one's stragglers (a long build, a failed build's rebuilds) hold some of them, rather
-    than waiting for its last build to end.
+    than waiting for its last build to end."""
 
-    `start_limit`, when given, is how many builds run side by side until `end_start()`: the device has nothing to
-    do until a first kernel is built, and builds side by side slow each other (docs/benchmarks.md)."""
-
-    def __init__(self, executor: Executor | None = None, start_limit: int | None = None) -> None:
+    def __init__(self, executor: Executor | None = None) -> None:
         self.executor = executor
         self._lock = threading.Lock()
         self._waiting: list[tuple[tuple[int, ...], int, Callable[[Any], None], Any, Ended]] = []
         self._arrival = itertools.count()
-        self._gate = threading.Condition()
-        self._start_limit, self._running = start_limit, 0
-
-    def end_start(self) -> None:
-        """Every worker may build from now on."""
-        with self._gate:
-            self._start_limit = None
-            self._gate.notify_all()
 
     def submit(self, rank: tuple[int, ...], fn: Callable[[Any], None], arg: Any, ended: Ended) -> None:
         """Queue `fn(arg)` at `rank` (lowest first, then arrival) and hand the executor one turn; `ended(error)`
@@ -53,10 +42,6 @@ class BuildQueue:
             raise
 
     def _run_first(self) -> None:
-        with self._gate:  # a turn waits its place before it takes a build: the first waiting by then is the best
-            while self._start_limit is not None and self._running >= self._start_limit:
-                self._gate.wait()
-            self._running += 1
         with self._lock:
             _, _, fn, arg, ended = heapq.heappop(self._waiting)  # one turn per queued build: never empty here
         error: BaseException | None = None
@@ -65,7 +50,4 @@ class BuildQueue:
         except BaseException as exc:  # noqa: BLE001 - handed to the build's owner
             error = exc
         finally:
-            with self._gate:
-                self._running -= 1
-                self._gate.notify()
             ended(error)

@@ -114,8 +114,7 @@ class CompileStage(Stage):
         windows: list[threading.Thread] = []
         try:
             with ThreadPoolExecutor(self.workers, thread_name_prefix="ka-compile") as pool:
-                start = self.options.start_builds or config.start_builds_for(self.workers)
-                builds = BuildQueue(pool, start_limit=start if start < self.workers else None)
+                builds = BuildQueue(pool)
                 room = threading.Semaphore(config.COMPILE_WINDOWS_IN_FLIGHT)
                 for number in itertools.count():
                     while not self.stop.is_set() and not room.acquire(timeout=0.5):
@@ -146,23 +145,17 @@ class CompileStage(Stage):
         return build_extension(source, language, o.backend, **build_settings(o), timeout_s=o.compile_timeout_s,
                                isolation=o.isolation, cancel=self.stop)  # fmt: skip
 
-    def _send_built(self, window: list, builds: BuildQueue, index: int, result: CompileResult) -> None:
-        if result.ok:  # the device has work: the start is over
-            builds.end_start()
-        self.built.send(Built(*window[index], result))
-
     def _build_window(self, window: list, number: int, builds: BuildQueue, room: threading.Semaphore) -> None:
         """One window's candidates, each sent on as its build ends. A stopped stream kills compiles in flight and
         skips the rest: the pool's exit, and the interpreter's, would otherwise wait for every nvcc."""
         try:
             for candidate, task in window:
                 if candidate.language == "python":
-                    builds.end_start()  # nothing to build: the device has work
                     self.built.send(Built(candidate, task, CompileResult(ok=True)))
             backend, keyed = self.options.backend, build_settings(self.options)
             first_batch_size = config.COMPILE_FIRST_BATCH_SIZE if number == 0 else None  # the start's ramp
             batching.compile_many([(c.source, c.language) for c, _ in window], self._build, self.options.batch_size,
-                                  on_result=partial(self._send_built, window, builds),
+                                  on_result=lambda index, result: self.built.send(Built(*window[index], result)),
                                   workers=self.workers, first_batch_size=first_batch_size,
                                   queue=builds, window=number, recall=partial(recall_build, backend=backend, **keyed),
                                   remember=partial(remember_members, backend=backend, **keyed))  # fmt: skip

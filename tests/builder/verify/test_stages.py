@@ -8,7 +8,6 @@ import pytest
 
 from builder.candidates import Candidate
 from builder.tasks import load_suite
-from builder.verify.compile.extension import CompileResult
 from builder.verify.engine.channels import Channel
 from builder.verify.engine.hand_back import WINDOW_END
 from builder.verify.engine.one_kernel import Evaluated
@@ -110,43 +109,3 @@ def test_the_finish_stage_passes_records_on_and_a_failure_ends_it(tasks):
     FinishStage(evaluated, records, baselines=None).start().join(timeout=10)
     out = drain(records)
     assert out[0] is record and isinstance(out[1], BaseException) and len(out) == 2
-
-
-def test_the_compile_stage_builds_one_at_a_time_until_a_kernel_is_built_then_side_by_side(tasks, monkeypatch):
-    """`start_builds=1` of four workers: a failed build does not end the start, the first good one does; then the
-    last two build side by side (each waits to see the other begin)."""
-    first, _ = tasks
-    names = ["fails", "builds", "left", "right"]
-    pairs = [(Candidate(task_id=first.id, source=f"// {name}\n", language="cpp", kernel_name=name), first)
-             for name in names]  # fmt: skip
-    lock, begun = threading.Lock(), {name: threading.Event() for name in names}
-    running, most_before_the_kernel, met = [0], [0], []
-
-    def fake_build(self, source: str, language: str) -> CompileResult:
-        name = source.split()[1]
-        with lock:
-            running[0] += 1
-            if name in ("fails", "builds"):
-                most_before_the_kernel[0] = max(most_before_the_kernel[0], running[0])
-        begun[name].set()
-        if name == "fails":  # a later build that began beside it would be counted
-            begun["left"].wait(0.5)
-            with lock:
-                most_before_the_kernel[0] = max(most_before_the_kernel[0], running[0])
-        if name in ("left", "right"):
-            met.append(begun["right" if name == "left" else "left"].wait(10))
-        with lock:
-            running[0] -= 1
-        return CompileResult(ok=name != "fails", error="x.cpp: error" if name == "fails" else None)
-
-    monkeypatch.setattr(CompileStage, "_build", fake_build)
-    stop = threading.Event()
-    built: Channel[Built] = Channel(stop)
-    seen: Channel = Channel(stop)
-    failures: Channel = Channel(stop)
-    options = VerifyOptions(backend="cpu", batch_size=1, compile_workers=4, start_builds=1)
-    CompileStage(options, iter(pairs), built, seen, failures).start().join(timeout=60)
-    assert sorted(item.candidate.kernel_name for item in drain(built)) == sorted(names)
-    assert most_before_the_kernel == [1] and met == [True, True]
-    failures.close()
-    assert drain(failures) == []
