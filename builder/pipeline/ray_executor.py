@@ -15,7 +15,8 @@ once its control passes (a stream looks every `RAY_NODE_SCAN_S`); one whose cont
 A node engine that is lost (its actor killed, its node gone, the engine raising) says nothing about the kernels it
 held, which ran only in the engine's sandboxed children: each pair it held comes back as an
 `InfrastructureFailure`, one incident for all of them, which the build puts back in its queue, never as a record.
-The next stream starts a new engine wherever a live node has none.
+Where every engine is lost with pairs left, each live node without one gets a new engine at once (once a
+stream); the next stream starts one wherever a live node has none.
 """
 
 from __future__ import annotations
@@ -172,11 +173,11 @@ class RayExecutor:
                 raise InfrastructureError(f"Ray node {engine.where}: {failed}")
         self._scanned_at = time.monotonic()
 
-    def _start_missing(self, starting: Iterable[_Engine] = ()) -> list[tuple[_Engine, Any]]:
-        """Engines for live nodes that have none, none `starting` and were not left out (their control checks
-        still running)."""
+    def _start_missing(self, starting: Iterable[_Engine] = (), skip: Iterable[str] = ()) -> list[tuple[_Engine, Any]]:
+        """Engines for live nodes that have none, none `starting`, were not left out and are not in `skip` (their
+        control checks still running)."""
         self._scanned_at = time.monotonic()
-        known = {*self.engines, *self.left_out, *(engine.node_id for engine in starting)}
+        known = {*self.engines, *self.left_out, *(engine.node_id for engine in starting), *skip}
         return [self._start(node) for node in self._evaluating_nodes() if node["NodeID"] not in known]
 
     def _drop(self, engine: _Engine) -> None:
@@ -201,6 +202,7 @@ class RayExecutor:
         feed = _Feed(iter(pairs))
         calls: dict[Any, _Engine] = {}  # exchange refs in flight, one per engine
         starting: dict[Any, _Engine] = {}  # control checks of engines for nodes that joined meanwhile
+        rescued: set[str] = set()  # nodes given an engine at once when every engine was lost with pairs left
         for engine in active:
             calls[self._exchange(engine, feed)] = engine
         try:
@@ -218,7 +220,9 @@ class RayExecutor:
                     if not engine.over:  # over: its stream ended (every pair it held accounted for) or it was lost
                         calls[self._exchange(engine, feed)] = engine
                 if not calls and not starting and not feed.exhausted:  # every engine lost, pairs left
-                    yield from self._nobody_left(feed)
+                    starting.update(self._rescue(rescued))
+                    if not starting:
+                        yield from self._nobody_left(feed)
                 if time.monotonic() - self._scanned_at >= config.RAY_NODE_SCAN_S and not feed.exhausted:
                     starting.update({check: engine for engine, check in self._start_missing(starting.values())})
         finally:  # stopped early: the streams under way are abandoned, with their engines
@@ -278,6 +282,14 @@ class RayExecutor:
         held, engine.pending = list(engine.pending.values()), {}
         for candidate, task in held:
             yield InfrastructureFailure(candidate, task, f"{reason} (on node {engine.where})", incident)
+
+    def _rescue(self, rescued: set[str]) -> dict[Any, _Engine]:
+        """Every engine lost with pairs left: at once (not at the next scan) an engine, checked as any other, for
+        each live node that has none, its lost engine's node among them. Once a stream a node: where engines keep
+        failing, the pairs left come back to the build rather than go from engine to engine."""
+        started = self._start_missing(skip=rescued)
+        rescued.update(engine.node_id for engine, _ in started)
+        return {check: engine for engine, check in started}
 
     def _nobody_left(self, feed: _Feed) -> Iterator[InfrastructureFailure]:
         incident = f"no Ray node engine left {uuid.uuid4().hex[:8]}"

@@ -86,6 +86,16 @@ class BrokenVerifier(FakeVerifier):
         yield from ()
 
 
+class DyingVerifier(PidNotingVerifier):
+    """A verifier whose process ends at once when it reads the pair named `dies`, as a killed node engine's would."""
+
+    def stream(self, pairs):
+        for candidate, task in pairs:
+            if candidate.kernel_name == "dies":
+                os._exit(1)
+            yield from super().stream([(candidate, task)])
+
+
 class FailingControlVerifier(FakeVerifier):
     """A verifier whose control kernel fails wherever it runs (a broken node): nothing may be evaluated."""
 

@@ -15,7 +15,7 @@ import time
 
 import pytest
 import ray  # noqa: E402 - a dev dependency: its absence is a failure, not a skip
-from pipeline_fakes import BrokenVerifier, FailingControlVerifier, PidNotingVerifier
+from pipeline_fakes import BrokenVerifier, DyingVerifier, FailingControlVerifier, PidNotingVerifier
 from pipeline_helpers import cli_env, fake_cli_command, ray_node_engines
 
 from builder import config
@@ -105,6 +105,36 @@ def test_an_engine_lost_between_streams_is_replaced_and_no_pair_is_lost(local_ra
     assert sorted(record.kernel_name for record in first + second) == ["v0", "v1", "v2", "v3"]
     pids = [{int(r.error.split()[-1]) for r in records} for records in (first, second)]
     assert len(pids[0]) == len(pids[1]) == 1 and pids[0] != pids[1]  # a new engine, in a new process
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_the_only_engine_lost_mid_stream_is_replaced_at_once_for_the_pairs_left(local_ray, monkeypatch):
+    """The engine's process ends while the stream still has pairs it never handed over: a new engine on the live
+    node takes them, rather than every one coming back unverified. Only the pairs the lost engine held return."""
+    from builder.candidates import Candidate
+    from builder.pipeline.engine_access import ExecutorSettings, make_verify_options
+    from builder.pipeline.ray_executor import RayExecutor
+    from builder.tasks import load_suite
+    from builder.verify.engine.infrastructure import InfrastructureFailure
+
+    monkeypatch.setattr(config, "RAY_ENGINE_QUEUE_PAIRS", 2)  # the engine holds two pairs; the rest wait here
+    task = load_suite().select(pattern="^1/19$")[0]
+    names = ["v0", "dies", "v2", "v3", "v4", "v5"]
+    pairs = [(Candidate(task.id, f"// {name}\n", "cpp", name, designed_verdict="correct"), task) for name in names]
+    executor = RayExecutor(make_verify_options("cpu", [1]), ExecutorSettings("cpu"), DyingVerifier)
+    try:
+        results = list(executor.stream(pairs))
+    finally:
+        executor.close()
+    failures = [item for item in results if isinstance(item, InfrastructureFailure)]
+    records = [item for item in results if not isinstance(item, InfrastructureFailure)]
+    assert sorted(item.candidate.kernel_name if item in failures else item.kernel_name for item in results) == sorted(
+        names
+    )
+    assert {failure.candidate.kernel_name for failure in failures} <= {"v0", "dies"}  # held by the lost engine
+    assert {"v2", "v3", "v4", "v5"} <= {record.kernel_name for record in records}
+    assert len({int(record.error.split()[-1]) for record in records if record.kernel_name != "v0"}) == 1
 
 
 def wait_until_dead(actor, within_s: float = 60.0) -> None:
