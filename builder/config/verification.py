@@ -133,9 +133,6 @@ def compile_workers_for(cores: int, gpus: int = 1) -> int:
     return max(1, int(cores * share))
 
 
-# From the cores this process may run on, not the machine's (a process pinned to 16 of 32 cores, or a container's
-# CPU set, gets 8): a stream of one engine's, where VerifyOptions.compile_workers is None.
-COMPILE_WORKERS = compile_workers_for(len(os.sched_getaffinity(0)))
 # Candidates per shared build at most (the torch headers dominate a build), no more than an even share of the
 # compile workers; a stream's first builds ramp up from COMPILE_FIRST_BATCH_SIZE (docs/architecture.md).
 COMPILE_BATCH_SIZE, COMPILE_FIRST_BATCH_SIZE = 16, 4

@@ -366,9 +366,9 @@ class EngineFleet:
 
 def stream(options: VerifyOptions, pairs: Iterable[tuple[Candidate, Task]], devices: list[str | None],
            cores: list[int]) -> Iterator[KernelRecord]:  # fmt: skip
-    """Records of `pairs` verified by one engine process per entry of `devices`, in completion order."""
-    workers = options.with_compile_workers(len(cores), sum(d is not None for d in devices)).compile_workers
-    shares = engine_shares(devices, cores, workers)
+    """Records of `pairs` verified by one engine process per entry of `devices`, in completion order. `options`
+    are a Verifier's: their compile workers, for the whole stream, are set."""
+    shares = engine_shares(devices, cores, options.compile_workers)
     window = max(1, options.batch_size) * max(1, shares[0]["compile_workers"])
     router = Router(pairs, lookahead=window * len(devices), engines=len(devices))
     fleet = EngineFleet(router, workers=options.workers_per_device(), slack=max(1, options.batch_size))

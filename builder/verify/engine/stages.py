@@ -104,7 +104,9 @@ class CompileStage(Stage):
         super().__init__(failures)
         self.options, self.pairs, self.built, self.tasks = options, pairs, built, tasks
         self.stop = built.stop
-        self.workers = options.compile_workers or config.COMPILE_WORKERS  # a Verifier's options always say
+        if not options.compile_workers:  # set once, where the stream's cores and GPUs are known (Verifier)
+            raise ValueError("a compile stage needs options with their compile workers set, as a Verifier's are")
+        self.workers = options.compile_workers
         self.window_size = max(1, options.batch_size) * self.workers
 
     def outputs(self) -> list[Channel]:

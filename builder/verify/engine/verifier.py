@@ -69,7 +69,7 @@ class Verifier:
         self.engine_devices = device_engines.engine_devices(options)
         # Where the stream's cores and GPUs are known: one engine's share, or several engines' whole, of this
         # process's cores (a Ray node engine's are its node's).
-        gpus = (len(self.engine_devices) or self._devices(options)) if options.backend == "cuda" else 0
+        gpus = (len(self.engine_devices) or max(1, environment.gpu_count())) if options.backend == "cuda" else 0
         self.options = options.with_compile_workers(len(os.sched_getaffinity(0)), gpus)
         if self.options.backend == "cuda" and not self.engine_devices:  # engine processes keep their own
             keep_timing_cores(self._devices(), config.TIMING_CORES_PER_GPU)
@@ -81,8 +81,8 @@ class Verifier:
         """The control kernel through this machinery before the first candidate (`preflight.preflight`)."""
         preflight.preflight(self.options)
 
-    def _devices(self, options: VerifyOptions | None = None) -> int:
-        return max(1, environment.gpu_count()) if (options or self.options).backend == "cuda" else 1
+    def _devices(self) -> int:
+        return max(1, environment.gpu_count()) if self.options.backend == "cuda" else 1
 
     def hand_back(self, count: int) -> list[tuple[Candidate, Task]]:
         """Up to `count` pairs of the running stream that no evaluation worker has taken, built (`hand_back`):
