@@ -37,3 +37,6 @@ class InfrastructureError(ArchiveError):
     the verdicts it would give are not the kernels', so the command stops without storing them."""
 
     exit_code = ExitCode.INFRASTRUCTURE
+
+
+PREFLIGHT_FAILED = "preflight failed, nothing was verified or stored"  # how a failed control kernel's line begins

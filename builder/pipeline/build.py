@@ -5,8 +5,9 @@ arrives, so a `kill -9` loses only kernels in flight; rerunning the same command
 (task_id, kernel_id) pairs already stored (their stored records are still handed back to the generator,
 so an LLM run resumes with the verdicts it had).
 
-Before the first candidate the executor's preflight runs a known-good control kernel through the real machinery
-(builder/verify/engine/preflight.py). A pair whose try the builder's own machinery failed (the executor yields an
+A known-good control kernel goes through the real machinery first (builder/verify/engine/preflight.py): at the
+front of the first stream where the executor offers it (`control_gate.py`: nothing is stored until it has passed),
+else as the executor's preflight before the first candidate. A pair whose try the builder's own machinery failed (the executor yields an
 `InfrastructureFailure`, never a record) is noted in the store's `waiting` table and tried again; after
 `config.INFRA_CONSECUTIVE_FAILURES_MAX` such failures in a row the build stops with `ExitCode.INFRASTRUCTURE`.
 """
@@ -19,12 +20,14 @@ import secrets
 import signal
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
 from builder import config
 from builder.candidates import Candidate
 from builder.errors import InfrastructureError, NoGpuError, UsageError
+from builder.pipeline.control_gate import ControlGate
 from builder.pipeline.engine_access import ExecutorSettings, VerifierFactory, make_verify_options, real_verifier
 from builder.pipeline.executors import make_executor
 from builder.pipeline.progress import BuildCounters, ProgressView
@@ -119,6 +122,7 @@ class Orchestrator:
         self.notes: list[str] = []
         self.failures_in_a_row = 0  # of the machinery, since the last stored record
         self._incidents_in_a_row: set[str] = set()  # each counted once however many pairs it cost
+        self.gate = ControlGate(None)  # the control kernel leading the first stream, once the executor is made
 
     def _select_tasks(self) -> list[Task]:
         suite = load_suite(self.params.suite)
@@ -182,8 +186,10 @@ class Orchestrator:
         executor = make_executor(params.executor, options, settings, make_verifier=self.make_verifier)
         self.counters.waiting = len(store.waiting())  # left by an earlier run: tried again below
         try:
+            control = getattr(executor, "control", None)
+            self.gate = ControlGate(control() if callable(control) else None)
             preflight = getattr(executor, "preflight", None)
-            if callable(preflight):  # before any candidate: a broken machine stores nothing
+            if self.gate.open and callable(preflight):  # before any candidate: a broken machine stores nothing
                 preflight()
             generator = self._make_generator(store)
             store.add_secrets(generator.secrets())
@@ -233,22 +239,29 @@ class Orchestrator:
         view.update()
         while pairs:  # the pairs the machinery failed go round again (a stored record ends a run of failures)
             failed: list[tuple[Candidate, Task]] = []
-            for item in executor.stream(self._submitted(pairs)):
-                if isinstance(item, InfrastructureFailure):
-                    failed.append((item.candidate, item.task))
-                    self._machinery_failed(store, item)
-                else:
-                    self.failures_in_a_row = 0
-                    self._incidents_in_a_row.clear()
-                    if store.add_record(item):
-                        self.counters.add(item)
-                    if self.counters.waiting:  # the record took its pair off the waiting list
-                        self.counters.waiting = len(store.waiting())
-                    records.append(item)
+            control, pairs = self.gate.lead(pairs)
+            submitted = self._submitted(pairs)
+            for outcome in executor.stream(chain([control], submitted) if control else submitted):
+                for item in self.gate.release(outcome):
+                    if isinstance(item, InfrastructureFailure):
+                        failed.append((item.candidate, item.task))
+                        self._machinery_failed(store, item)
+                    else:
+                        self._stored(store, item)
+                        records.append(item)
                 self._snapshot("running")
                 view.update()
+            self.gate.stream_ended()
             pairs = failed
         return records
+
+    def _stored(self, store: Store, record: Any) -> None:
+        self.failures_in_a_row = 0
+        self._incidents_in_a_row.clear()
+        if store.add_record(record):
+            self.counters.add(record)
+        if self.counters.waiting:  # the record took its pair off the waiting list
+            self.counters.waiting = len(store.waiting())
 
     def _machinery_failed(self, store: Store, failure: InfrastructureFailure) -> None:
         """A pair the builder's machinery failed: noted as waiting (no record); the build stops after

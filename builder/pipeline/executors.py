@@ -39,6 +39,12 @@ class LocalExecutor:
         if callable(check):
             check()
 
+    def control(self) -> Any:
+        """The engine's control kernel to lead the first stream (`preflight.StreamControl`), or None where it passed
+        here lately or the engine has none (then `preflight` runs before the first candidate)."""
+        control = getattr(self.verifier, "control", None)
+        return control() if callable(control) else None
+
     def stream(self, pairs: Iterable[tuple[Candidate, Task]]) -> Iterator[Any]:
         for item in self.verifier.stream(pairs):
             yield stamped(item, self.stand_in)

@@ -253,17 +253,22 @@ def plan_batches(
     workers: int = 1,
     first_batch_size: int | None = None,
     skip: Collection[int] = (),
+    alone_asked: Collection[int] = (),
 ) -> tuple[list[list[tuple[int, WrappedCandidate]]], list[int], dict[int, str]]:
     """(shared batches of (index, wrapped), indices to build alone, index -> reason it was kept alone).
 
     Each language's safe candidates are cut in order by `batch_sizes` (at most `batch_size` a build); the
-    indices in `skip` (already built) are left out."""
+    indices in `skip` (already built) are left out, those in `alone_asked` built on their own."""
     alone: list[int] = []
     reasons: dict[int, str] = {}
     safe: dict[str, list[tuple[int, WrappedCandidate]]] = {}
     for index, (source, language) in enumerate(sources):
         if language not in ("cuda", "cpp") or index in skip:
             continue  # python candidates are not compiled
+        if index in alone_asked:
+            alone.append(index)
+            reasons[index] = "asked to be built alone"
+            continue
         wrapped = wrap_candidate(source, f"ka_c{index}")
         if isinstance(wrapped, str):
             alone.append(index)
@@ -294,6 +299,7 @@ def compile_many(
     window: int = 0,
     recall: Callable[[str, str], CompileResult | None] | None = None,
     remember: Callable[[CompileResult, list[tuple[str, str]]], None] | None = None,
+    alone: Collection[int] = (),
 ) -> list[CompileResult | None]:
     """Compile candidates (source, language) with shared builds where safe; None for python candidates.
 
@@ -310,11 +316,12 @@ def compile_many(
     candidates' place says (the device waits for them).
 
     `recall(source, language)` finds a candidate's earlier build, however it was batched then (those are not
-    built again); `remember(shared, [(source, symbol prefix), ...])` notes a good shared build for its members."""
+    built again); `remember(shared, [(source, symbol prefix), ...])` notes a good shared build for its members.
+    The candidates at the indices in `alone` are built on their own."""
     queue = queue if queue is not None else BuildQueue(executor)
     recalled = {index: found for index, (source, language) in enumerate(sources)
                 if recall is not None and language in ("cuda", "cpp") and (found := recall(source, language))}  # fmt: skip
-    batches, alone, _ = plan_batches(sources, batch_size, workers, first_batch_size, skip=recalled)
+    batches, alone, _ = plan_batches(sources, batch_size, workers, first_batch_size, skip=recalled, alone_asked=alone)
     results: list[CompileResult | None] = [None] * len(sources)
     done = threading.Condition()
     pending = 0

@@ -1,11 +1,13 @@
 """The control kernel: a known-good candidate run through the real machinery (trusted parent side).
 
-`preflight` runs it before a build's or a verify's first candidate: compiled and evaluated in the sandbox the
-candidates will get, it must come out `correct`, or the command stops with one line and `ExitCode.INFRASTRUCTURE`
-before anything is stored. There is no fallback to weaker isolation: a sandbox that bwrap's probe accepts but
-that cannot run a known-good kernel is a broken machine, and a build under other isolation than the one chosen
-would store records that say otherwise. A pass is remembered per environment (`fingerprint`: interpreter,
-checkout, builder version, torch, toolchain, isolation, device), so a later run costs nothing.
+`preflight` runs it before a verify's or a re-verification's first candidate; a build runs it as its stream's
+first pair instead (`StreamControl`), so that it is built beside the first candidates, and stores nothing until it
+has passed. Compiled and evaluated in the sandbox the candidates get, it must come out `correct`, or the command
+stops with one line and `ExitCode.INFRASTRUCTURE` before anything is stored. There is no fallback to weaker
+isolation: a sandbox that bwrap's probe accepts but that cannot run a known-good kernel is a broken machine, and a
+build under other isolation than the one chosen would store records that say otherwise. A pass is remembered per
+environment (`fingerprint`: interpreter, checkout, builder version, torch, toolchain, isolation, device), so a later
+run costs nothing.
 
 `confirm` runs it again, freshly compiled, when a candidate's failure looks like the machinery's
 (`infrastructure.machinery_fails`, given `confirm` by the engine): where the control fails too, the machinery is at fault; where it passes, the candidate is.
@@ -21,12 +23,13 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from builder import config
 from builder.candidates import Candidate
-from builder.errors import InfrastructureError
+from builder.errors import PREFLIGHT_FAILED, InfrastructureError
 from builder.tasks import Task, resolve_task
 from builder.verify import environment
 from builder.verify.engine.clean_reference import ReferenceCache
@@ -52,7 +55,7 @@ def run_control(options: VerifyOptions, fresh: bool) -> str | None:
     # The control's own failures are what is asked about: never confirmed against itself.
     options = replace(options, profile=False, seeds=None, suspects_are_own=True,
                       build_cache_dir=scratch or options.build_cache_dir).with_seeds()  # fmt: skip
-    where = f"the control kernel ({config.INFRA_CONTROL_FILES[options.backend].name} on task {task.id})"
+    where = _control_named(options.backend, task)
     try:
         compiled = compile_candidate(candidate, task, options)
         if not compiled.ok:
@@ -66,6 +69,10 @@ def run_control(options: VerifyOptions, fresh: bool) -> str | None:
     status = evaluated.record.status if evaluated.record is not None else evaluated.status
     error = evaluated.record.error if evaluated.record is not None else evaluated.error
     return None if status == "correct" else f"{where} came out {status}: {_first_line(error)}"
+
+
+def _control_named(backend: str, task: Task) -> str:
+    return f"the control kernel ({config.INFRA_CONTROL_FILES[backend].name} on task {task.id})"
 
 
 def _first_line(text: str | None) -> str:
@@ -85,21 +92,68 @@ def fingerprint(options: VerifyOptions) -> str:
     return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def preflight(options: VerifyOptions) -> None:
-    """Run the control kernel unless it passed in this environment lately; InfrastructureError where it fails."""
-    marker = config.CACHE_DIR / config.PREFLIGHT_CACHE_SUBDIR / f"{fingerprint(options)[:32]}.json"
+def _marker(options: VerifyOptions) -> Path:
+    return config.CACHE_DIR / config.PREFLIGHT_CACHE_SUBDIR / f"{fingerprint(options)[:32]}.json"
+
+
+def passed_lately(options: VerifyOptions) -> bool:
+    """Whether the control kernel passed in this environment within `PREFLIGHT_MAX_AGE_S`."""
     try:
-        if time.time() - json.loads(marker.read_text())["passed_at"] < config.PREFLIGHT_MAX_AGE_S:
-            return
+        return time.time() - json.loads(_marker(options).read_text())["passed_at"] < config.PREFLIGHT_MAX_AGE_S
     except (OSError, ValueError, KeyError, TypeError):
-        pass
-    reason = run_control(options, fresh=False)
-    if reason is not None:
-        raise InfrastructureError(f"preflight failed, nothing was verified or stored: {reason}")
+        return False
+
+
+def remember_pass(options: VerifyOptions) -> None:
+    marker = _marker(options)
     marker.parent.mkdir(parents=True, exist_ok=True)
     partial = marker.with_name(f"{marker.name}.{os.getpid()}")
     partial.write_text(json.dumps({"passed_at": time.time(), "executable": sys.executable}))
     os.replace(partial, marker)
+
+
+def preflight(options: VerifyOptions) -> None:
+    """Run the control kernel unless it passed in this environment lately; InfrastructureError where it fails."""
+    if passed_lately(options):
+        return
+    reason = run_control(options, fresh=False)
+    if reason is not None:
+        raise InfrastructureError(f"{PREFLIGHT_FAILED}: {reason}")
+    remember_pass(options)
+
+
+@dataclass(frozen=True)
+class StreamControl:
+    """The control kernel as the first pair of a build's stream, with the stream's own options: it is built beside
+    the first candidates instead of before them. Whoever consumes the stream holds every other outcome until the
+    control's has come (`judge`), and stores nothing where it did not pass."""
+
+    candidate: Candidate
+    task: Task
+    options: VerifyOptions
+
+    @classmethod
+    def unless_passed_lately(cls, options: VerifyOptions) -> StreamControl | None:
+        if passed_lately(options):
+            return None
+        candidate, task = control_pair(options.backend)
+        return cls(candidate, task, options)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.task.id, self.candidate.kernel_id
+
+    def judge(self, outcome: Any) -> None:
+        """The control's record, or the InfrastructureFailure the stream gave for it: remembered where it came out
+        `correct` (every record, flags aside, is judged by its status, as `run_control` judges), else
+        InfrastructureError."""
+        where = _control_named(self.options.backend, self.task)
+        status = getattr(outcome, "status", None)
+        if status is None:  # an InfrastructureFailure: the machinery failed the control
+            raise InfrastructureError(f"{PREFLIGHT_FAILED}: {where} could not be verified: {outcome.reason}")
+        if status != "correct":
+            raise InfrastructureError(f"{PREFLIGHT_FAILED}: {where} came out {status}: {_first_line(outcome.error)}")
+        remember_pass(self.options)
 
 
 def confirm(options: VerifyOptions, since: float) -> str | None:

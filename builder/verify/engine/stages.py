@@ -26,7 +26,7 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 from builder import config
@@ -156,11 +156,15 @@ class CompileStage(Stage):
                     self.built.send(Built(candidate, task, CompileResult(ok=True)))
             backend, keyed = self.options.backend, build_settings(self.options)
             first_batch_size = config.COMPILE_FIRST_BATCH_SIZE if number == 0 else None  # the start's ramp
+            # The control kernel is built on its own: a build keeps no record until the control's has come
+            # (pipeline/control_gate.py), and another member's compile error would build it a second time.
+            control = _control_source(backend)
+            alone = [index for index, (candidate, _) in enumerate(window) if candidate.source == control]
             batching.compile_many([(c.source, c.language) for c, _ in window], self._build, self.options.batch_size,
                                   on_result=lambda index, result: self.built.send(Built(*window[index], result)),
                                   workers=self.workers, first_batch_size=first_batch_size,
                                   queue=builds, window=number, recall=partial(recall_build, backend=backend, **keyed),
-                                  remember=partial(remember_members, backend=backend, **keyed))  # fmt: skip
+                                  remember=partial(remember_members, backend=backend, **keyed), alone=alone)  # fmt: skip
         except BaseException as exc:  # noqa: BLE001 - raised by the scheduler in the stream's caller thread
             self.failures.send(exc)
         finally:
@@ -255,3 +259,10 @@ class FinishStage(Stage):
 
 def device_options(options: VerifyOptions, device_index: int) -> VerifyOptions:
     return replace(options, device_index=device_index)
+
+
+@cache
+def _control_source(backend: str) -> str | None:
+    """The source of this backend's control kernel (`config.INFRA_CONTROL_FILES`), None where it has none."""
+    path = config.INFRA_CONTROL_FILES.get(backend)
+    return path.read_text() if path is not None else None

@@ -81,6 +81,10 @@ class Verifier:
         """The control kernel through this machinery before the first candidate (`preflight.preflight`)."""
         preflight.preflight(self.options)
 
+    def control(self) -> preflight.StreamControl | None:
+        """The control kernel to lead this machinery's stream, where it has not passed here lately."""
+        return preflight.StreamControl.unless_passed_lately(self.options)
+
     def _devices(self) -> int:
         return max(1, environment.gpu_count()) if self.options.backend == "cuda" else 1
 

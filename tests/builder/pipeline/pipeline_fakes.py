@@ -96,6 +96,47 @@ class DyingVerifier(PidNotingVerifier):
             yield from super().stream([(candidate, task)])
 
 
+class StreamControlVerifier(FakeVerifier):
+    """A verifier that offers the real control kernel to lead its stream (`preflight.StreamControl`), as the real
+    engine does, and yields the control's outcome after every other pair's, so that the build must hold them.
+    `with_control(outcome)`: "correct", "incorrect", "machinery" (an InfrastructureFailure) or "lost" (none at all).
+    The pairs each stream was given are kept in `streams` (class-wide, so a test can read them after the build)."""
+
+    streams: list[list[tuple[str, str]]] = []
+
+    def __init__(self, options, settings=None, control_outcome: str = "correct"):
+        super().__init__(options, settings)
+        self.control_outcome = control_outcome
+
+    @classmethod
+    def with_control(cls, outcome: str):
+        return partial(cls, control_outcome=outcome)
+
+    def control(self):
+        from builder.verify.engine.preflight import StreamControl
+
+        self.offered = StreamControl.unless_passed_lately(self.options)
+        return self.offered
+
+    def stream(self, pairs):
+        from builder.verify.engine.infrastructure import InfrastructureFailure
+
+        pairs = list(pairs)
+        StreamControlVerifier.streams.append([(task.id, candidate.kernel_name) for candidate, task in pairs])
+        key = self.offered.key if self.offered else None
+        leading = [pair for pair in pairs if (pair[1].id, pair[0].kernel_id) == key]
+        for candidate, task in pairs:
+            if (task.id, candidate.kernel_id) != key:
+                yield fake_record(candidate, task, self.options)
+        for candidate, task in leading:
+            if self.control_outcome == "machinery":
+                yield InfrastructureFailure(candidate, task, "the sandbox did not start: bwrap: fake")
+            elif self.control_outcome != "lost":
+                record = fake_record(candidate, task, self.options)
+                record.status = self.control_outcome
+                yield record
+
+
 class FailingControlVerifier(FakeVerifier):
     """A verifier whose control kernel fails wherever it runs (a broken node): nothing may be evaluated."""
 

@@ -36,6 +36,8 @@ def test_real_build_status_export_and_load_dataset(e2e):
     assert all(backend == "cpu" and isolation for _, _, backend, isolation, *_ in rows)
     assert all(seeds == run["seeds"] for *_, seeds, _ in rows)  # the build's seeds, recorded with each kernel
     assert all(stand_in is None for *_, stand_in in rows)  # the real engine made them: no stand-in's stamp
+    # The control kernel (task 1/19, not this build's) led the stream: it passed and is remembered, not stored.
+    assert len(list((e2e["root"] / "cache" / config.PREFLIGHT_CACHE_SUBDIR).glob("*.json"))) == 1
     status = run_cli("status", e2e["build"], env=e2e["env"])
     assert status.returncode == 0 and "2 record(s)" in status.stdout
     out = e2e["root"] / "dataset"

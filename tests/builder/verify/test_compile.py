@@ -332,6 +332,28 @@ def test_builds_start_in_the_candidates_order_the_first_alone_before_any_shared_
     assert results[0].symbol_prefix == "" and results[1].symbol_prefix == "c1."
 
 
+def test_a_candidate_asked_to_be_built_alone_is_built_from_its_own_source_first_and_the_rest_shared():
+    """The stream asks this for the control kernel (stages.py): a build keeps no record until the control's has
+    come, so no other member's compile error may send it round again."""
+    good = "#include <torch/extension.h>\ntorch::Tensor forward(torch::Tensor x) {{ return x + {n}; }}\n"
+    bind = 'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward); }\n'
+    sources = [(good.format(n=n) + ("// BAD\n" if n == 1 else "") + bind, "cpp") for n in range(5)]
+    built: list[str] = []
+
+    def fake_build(source: str, language: str) -> CompileResult:
+        built.append(source)
+        ok = "// BAD" not in source
+        return CompileResult(ok=ok, error=None if ok else "x.cpp: error: BAD", cache_key=str(len(built)))
+
+    batches, alone, reasons = batching.plan_batches(sources, batch_size=8, alone_asked=[0])
+    assert [[index for index, _ in group] for group in batches] == [[1, 2, 3, 4]] and alone == [0] and reasons[0]
+    with ThreadPoolExecutor(1) as executor:  # one worker: builds run in the order they were handed over
+        results = batching.compile_many(sources, fake_build, batch_size=8, executor=executor, alone=[0])
+    assert built[0] == sources[0][0] and built.count(sources[0][0]) == 1  # first, once, from its own source
+    assert results[0].ok and results[0].batch_size == 1 and results[0].symbol_prefix == ""
+    assert [r.ok for r in results] == [True, False, True, True, True]
+
+
 def test_a_bisect_into_a_closed_pool_ends_instead_of_waiting_forever():
     good = "#include <torch/extension.h>\ntorch::Tensor forward(torch::Tensor x) {{ return x + {n}; }}\n"
     bind = 'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward); }\n'
