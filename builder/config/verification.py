@@ -171,6 +171,7 @@ INFRA_CONSECUTIVE_FAILURES_MAX = 3
 INFRA_CONTROL_TASK_FILE = REPO_ROOT / "data" / "tasks" / "level1" / "19_relu.py"
 INFRA_CONTROL_FILES = {"cpu": REPO_ROOT / "data" / "candidates" / "cpu" / "level1" / "19_relu" / "naive.cpp",
                        "cuda": REPO_ROOT / "data" / "candidates" / "cuda" / "level1" / "19_relu" / "naive_grid_stride.cu"}  # fmt: skip
+INFRA_CONTROL_GENERATOR = "control"  # the control kernel's candidate says so: judged by its verdict, never stored
 PREFLIGHT_CACHE_SUBDIR = "preflight"  # under CACHE_DIR: one file per environment whose control kernel passed
 PREFLIGHT_MAX_AGE_S = 7 * 24 * 3600.0  # a passed preflight is believed this long for the same environment
 

@@ -249,10 +249,11 @@ class Orchestrator:
                     else:
                         self._stored(store, item)
                         records.append(item)
+                self.counters.held = len(self.gate.held)
                 self._snapshot("running")
                 view.update()
             self.gate.stream_ended()
-            pairs = failed
+            pairs = failed + self.gate.take_deferred()
         return records
 
     def _stored(self, store: Store, record: Any) -> None:

@@ -3,8 +3,9 @@
 A build does not wait for the control kernel (`preflight.StreamControl`) before its first candidates: the control
 leads the first stream, so that it is built beside them. Until its own outcome comes, every other outcome (records
 and the machinery's failures alike) is held in memory, not stored: where the control does not come out `correct`
-the build stops with one line and nothing stored, as a failed preflight does. Where a candidate of the build is the
-control kernel itself (the same task and source), that pair leads instead, and its record is kept.
+the build stops with one line and nothing stored, as a failed preflight does. The control's record is judged by
+its verdict alone (no baseline, no profile) and never stored; where a candidate of the build is the control kernel
+itself (the same task and source), that pair waits for a later stream, so that no stream holds one key twice.
 """
 
 from __future__ import annotations
@@ -22,28 +23,27 @@ class ControlGate:
     def __init__(self, control: Any) -> None:
         self.control = control  # None: nothing to wait for (it passed here lately, or ran before the stream)
         self.sent = False
-        self.ours = True  # whether the leading pair is the control's own, whose record is not the build's
         self.held: list[Any] = []
+        self.deferred: list[Pair] = []  # the build's own pair of the control kernel, for the next stream
 
     @property
     def open(self) -> bool:
         return self.control is None
 
     def lead(self, pairs: list[Pair]) -> tuple[Pair | None, list[Pair]]:
-        """(the control's pair to stream before `pairs`, or None; `pairs` in the order to stream them). The
-        control goes with the first stream that has pairs; a build's own pair of it goes first instead."""
+        """(the control's pair to stream before `pairs`, or None; the pairs to stream after it). The control goes
+        with the first stream that has pairs; a build's own pair of it is `deferred` to the stream after."""
         if self.open or self.sent or not pairs:
             return None, pairs
         self.sent = True
-        own = [pair for pair in pairs if (pair[1].id, pair[0].kernel_id) == self.control.key]
-        self.ours = not own
-        if own:
-            return None, [own[0], *(pair for pair in pairs if pair is not own[0])]
-        return (self.control.candidate, self.control.task), pairs
+        own = [(task.id, candidate.kernel_id) == self.control.key for candidate, task in pairs]
+        self.deferred = [pair for pair, is_own in zip(pairs, own, strict=True) if is_own]
+        rest = [pair for pair, is_own in zip(pairs, own, strict=True) if not is_own]
+        return (self.control.candidate, self.control.task), rest
 
     def release(self, outcome: Any) -> list[Any]:
-        """The outcomes the build may take now: none while the control's is awaited; the held ones, and this one
-        unless it is the control's own, once the control has passed. InfrastructureError where it did not."""
+        """The outcomes the build may take now: none while the control's is awaited; the held ones once it has
+        passed (its own record is not the build's). InfrastructureError where it did not."""
         if self.open:
             return [outcome]
         if (outcome.task_id, outcome.kernel_id) != self.control.key:
@@ -52,7 +52,11 @@ class ControlGate:
         self.control.judge(outcome)
         self.control = None
         released, self.held = self.held, []
-        return released if self.ours else [*released, outcome]
+        return released
+
+    def take_deferred(self) -> list[Pair]:
+        deferred, self.deferred = self.deferred, []
+        return deferred
 
     def stream_ended(self) -> None:
         """A stream that led with the control and ended without its outcome: nothing it held may be stored."""

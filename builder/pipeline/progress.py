@@ -27,6 +27,7 @@ class BuildCounters:
     no_task: int = 0  # candidates naming a task the run does not have
     machinery_failures: int = 0  # pairs handed back because the builder's machinery failed (retried, no record)
     waiting: int = 0  # pairs whose last try the machinery failed, now waiting for their next
+    held: int = 0  # outcomes made, held until the control kernel has passed (pipeline/control_gate.py)
     by_status: Counter = field(default_factory=Counter)
     by_level_status: Counter = field(default_factory=Counter)  # (level, status) -> n
     compile_s: float = 0.0
@@ -73,6 +74,7 @@ class BuildCounters:
             "no_task": self.no_task,
             "machinery_failures": self.machinery_failures,
             "waiting": self.waiting,
+            "held": self.held,
             "by_status": dict(self.by_status),
             "elapsed_s": round(self.elapsed_s, 3),
             "kernels_per_hour": round(self.kernels_per_hour(), 2),

@@ -171,10 +171,12 @@ def needs_baseline(evaluated: Evaluated) -> bool:
     return evaluated.status == "correct" and isinstance(runtime, dict) and bool(runtime.get("median_ms"))
 
 
-def finish_record(evaluated: Evaluated, baselines: BaselineCache | None = None) -> KernelRecord | InfrastructureFailure:
+def finish_record(evaluated: Evaluated, baselines: BaselineCache | None = None,
+                  verdict_only: bool = False) -> KernelRecord | InfrastructureFailure:  # fmt: skip
     """The record of a started evaluation: waits for the task's baseline where it needs one (measured early,
     in parallel: `BaselineCache.prewarm`), then profiles. `Verifier.stream` runs it off the evaluation worker,
-    which goes on to its next candidate meanwhile. Where the machinery failed, no record: what failed."""
+    which goes on to its next candidate meanwhile. Where the machinery failed, no record: what failed.
+    `verdict_only`: neither baseline nor profiles (the control kernel's record, of which only the verdict is asked)."""
     if evaluated.record is not None:
         return evaluated.record
     if evaluated.infrastructure is not None:
@@ -183,7 +185,7 @@ def finish_record(evaluated: Evaluated, baselines: BaselineCache | None = None) 
     assert evaluated.options is not None and evaluated.task is not None and evaluated.candidate is not None
     options, task, result = evaluated.options, evaluated.task, evaluated.result
     baseline, waited = None, time.monotonic()
-    if needs_baseline(evaluated):
+    if needs_baseline(evaluated) and not verdict_only:
         baselines = baselines or BaselineCache(options.baseline_cache_dir)
         baseline = baselines.get(task, options)
         if eager_disagrees(result or {}, baseline):  # the machine changed since the baseline was cached: again
@@ -196,4 +198,4 @@ def finish_record(evaluated: Evaluated, baselines: BaselineCache | None = None) 
     record = verdict.assemble_record(evaluated.base, status=evaluated.status, error=evaluated.error, result=result,
                                      static_notes=evaluated.static_notes, baseline=baseline, extra=evaluated.extra)  # fmt: skip
     assert evaluated.compiled is not None
-    return attach_profiles(record, evaluated.candidate, task, options, evaluated.compiled)
+    return record if verdict_only else attach_profiles(record, evaluated.candidate, task, options, evaluated.compiled)

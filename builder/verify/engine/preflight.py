@@ -44,7 +44,7 @@ _checks_lock = threading.Lock()
 def control_pair(backend: str) -> tuple[Candidate, Task]:
     path = config.INFRA_CONTROL_FILES[backend]
     task = resolve_task(str(config.INFRA_CONTROL_TASK_FILE))
-    return Candidate.from_file(path, task.id, kernel_name="control"), task
+    return Candidate.from_file(path, task.id, kernel_name="control", generator=config.INFRA_CONTROL_GENERATOR), task
 
 
 def run_control(options: VerifyOptions, fresh: bool) -> str | None:

@@ -230,7 +230,9 @@ class EvaluateStage(Stage):
                 pooled = self.pool.take() if usable else None
                 evaluated = start_evaluation(compiled, candidate, task, options, pooled, self.references, self.confirm)
                 milestones.mark("first_evaluation_returned")
-                if needs_baseline(evaluated) or options.profile:
+                if candidate.generator == config.INFRA_CONTROL_GENERATOR:  # only its verdict is asked of it
+                    self.records.send(finish_record(evaluated, verdict_only=True))
+                elif needs_baseline(evaluated) or options.profile:
                     self.evaluated.send(evaluated)
                 else:
                     self.records.send(finish_record(evaluated))

@@ -119,16 +119,16 @@ class StreamControlVerifier(FakeVerifier):
         return self.offered
 
     def stream(self, pairs):
+        from builder import config
         from builder.verify.engine.infrastructure import InfrastructureFailure
 
         pairs = list(pairs)
         StreamControlVerifier.streams.append([(task.id, candidate.kernel_name) for candidate, task in pairs])
-        key = self.offered.key if self.offered else None
-        leading = [pair for pair in pairs if (pair[1].id, pair[0].kernel_id) == key]
+        controls = [pair for pair in pairs if pair[0].generator == config.INFRA_CONTROL_GENERATOR]
         for candidate, task in pairs:
-            if (task.id, candidate.kernel_id) != key:
+            if (candidate, task) not in controls:
                 yield fake_record(candidate, task, self.options)
-        for candidate, task in leading:
+        for candidate, task in controls:
             if self.control_outcome == "machinery":
                 yield InfrastructureFailure(candidate, task, "the sandbox did not start: bwrap: fake")
             elif self.control_outcome != "lost":

@@ -1,6 +1,6 @@
 """The control kernel leading a build's first stream (`control_gate.py`): every outcome before the control's is
-held, stored once it passes and never where it does not; a build's own pair of the control kernel leads instead of
-a second one; a pass is remembered, so the next build streams no control."""
+held, stored once it passes and never where it does not; a build's own pair of the control kernel waits for the
+next stream (no stream holds a key twice); a pass is remembered, so the next build streams no control."""
 
 from __future__ import annotations
 
@@ -70,10 +70,10 @@ def test_a_control_that_does_not_pass_in_the_stream_stops_the_build_with_nothing
         assert store.waiting() == [] and store.builds()[-1]["state"] == "failed"
 
 
-def test_the_builds_own_pair_of_the_control_kernel_leads_and_is_stored_once(tmp_path):
+def test_the_builds_own_pair_of_the_control_kernel_is_verified_in_the_next_stream_and_stored(tmp_path):
     orchestrator = build(tmp_path / "a", "^1/19$")  # relu: its bundled naive.cpp is the CPU control kernel
-    (streamed,) = StreamControlVerifier.streams
-    assert streamed[0] == ("1/19", "naive") and len(streamed) == len(set(streamed))
-    assert ("1/19", "control") not in streamed
-    assert stored(tmp_path / "a") == sorted(streamed) and orchestrator.counters.stored == len(streamed)
+    first, second = StreamControlVerifier.streams
+    assert first[0] == CONTROL and ("1/19", "naive") not in first and second == [("1/19", "naive")]
+    assert stored(tmp_path / "a") == sorted([*first[1:], *second]) and orchestrator.counters.stored == len(first)
+    assert orchestrator.counters.submitted == len(first) and orchestrator.counters.held == 0
     assert len(markers(tmp_path)) == 1

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import pytest
 
 from builder.candidates import Candidate
 from builder.tasks import load_suite
+from builder.verify.compile.extension import CompileResult
 from builder.verify.engine.channels import Channel
 from builder.verify.engine.hand_back import WINDOW_END
 from builder.verify.engine.one_kernel import Evaluated
@@ -109,3 +111,43 @@ def test_the_finish_stage_passes_records_on_and_a_failure_ends_it(tasks):
     FinishStage(evaluated, records, baselines=None).start().join(timeout=10)
     out = drain(records)
     assert out[0] is record and isinstance(out[1], BaseException) and len(out) == 2
+
+
+def test_the_control_kernels_record_is_its_verdict_alone_without_a_baseline_or_profiles(tasks, monkeypatch):
+    """The control kernel leads a build's stream, whose records wait for its verdict (pipeline/control_gate.py):
+    its record goes out as soon as it is judged, never through a finisher that waits for a baseline or profiles."""
+    from builder import config
+    from builder.verify.engine import one_kernel, stages
+    from builder.verify.engine.clean_reference import ReferenceCache
+    from builder.verify.engine.stages import EvaluateStage
+    from builder.verify.judge import verdict
+
+    task = tasks[0]
+    options = VerifyOptions(backend="cpu", profile=True, prestart=0)
+    control = replace(python_candidate(task, "control"), generator=config.INFRA_CONTROL_GENERATOR)
+    other = python_candidate(task, "other")
+
+    def evaluated_correct(compiled, candidate, task, options, *args):
+        return Evaluated(candidate=candidate, task=task, options=options, compiled=compiled, status="correct",
+                         base=verdict.base_fields(candidate, task, "cpu"), result={"runtime": {"median_ms": 1.0}})  # fmt: skip
+
+    def no_baseline_nor_profile(*args, **kwargs):
+        raise AssertionError("the control kernel's record waited for a baseline or a profile")
+
+    monkeypatch.setattr(stages, "start_evaluation", evaluated_correct)
+    monkeypatch.setattr(one_kernel, "BaselineCache", no_baseline_nor_profile)
+    monkeypatch.setattr(one_kernel, "attach_profiles", no_baseline_nor_profile)
+    stop = threading.Event()
+    built: Channel[Built] = Channel(stop)
+    evaluated: Channel[Evaluated] = Channel(stop)
+    records: Channel = Channel(stop)
+    for candidate in (control, other):
+        built.send(Built(candidate, task, CompileResult(ok=True)))
+    built.close()
+    EvaluateStage(options, built, evaluated, records, ReferenceCache(), confirm=None).start().join(timeout=30)
+    records.close()
+    evaluated.close()
+    (record,) = drain(records)
+    assert not isinstance(record, BaseException), repr(record)
+    assert record.kernel_name == "control" and record.status == "correct" and record.eager_ms is None
+    assert [item.candidate.kernel_name for item in drain(evaluated)] == ["other"]  # to a finisher, as before
