@@ -1,5 +1,6 @@
 """Figures of `benchmarks/device/build_start.sh`: from each order's progress samples (a line per sample: the time,
-the run's start, progress.json), when the build stored its first record and how many it had stored by the stop.
+the run's start, progress.json), when the build stored its first record, how many it had stored by the stop, when
+it first held one (made before the control kernel was judged), and the control's own figures in the build.
 
     python benchmarks/build_start_figures.py OUT/progress-stream.log OUT/progress-preflight.log
 """
@@ -12,20 +13,26 @@ from pathlib import Path
 
 
 def figures(path: Path) -> dict:
-    first = last = None
-    stored = 0
+    first = last = first_held = None
+    stored, control = 0, {}
     for line in path.read_text().splitlines():
-        when, began, snapshot = line.split(" ", 2)
+        when, began, text = line.split(" ", 2)
         try:
-            stored = json.loads(snapshot)["stored"]
+            snapshot = json.loads(text)
+            stored = snapshot["stored"]
         except (ValueError, KeyError):
             continue  # a sample taken while the file was replaced
+        control = snapshot.get("control") or control
         seconds = float(when) - float(began)
         if stored and first is None:
             first = seconds
+        if snapshot.get("held") and first_held is None:
+            first_held = seconds
         last = seconds
     return {"first_stored_s": None if first is None else round(first, 1), "stored": stored,
-            "by_s": None if last is None else round(last, 1)}  # fmt: skip
+            "by_s": None if last is None else round(last, 1),
+            "first_held_s": None if first_held is None else round(first_held, 1),
+            "control_in_build": control}  # fmt: skip
 
 
 def main(paths: list[str]) -> int:

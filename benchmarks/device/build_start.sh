@@ -28,5 +28,6 @@ Verifier(make_verify_options('cuda', [0])).preflight()" > "$OUT/preflight-alone.
   done
   wait "$pid"; echo "build ($order) exit $?" | tee -a "$OUT/build-$order.log"
   ls "$KA_CACHE_DIR/preflight" | sed "s/^/preflight pass remembered ($order): /"
+  cp "$build/archive.duckdb" "$OUT/archive-$order.duckdb" 2>/dev/null
 done
 python3 benchmarks/build_start_figures.py "$OUT"/progress-*.log | tee "$OUT/figures.txt"

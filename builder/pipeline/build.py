@@ -242,6 +242,9 @@ class Orchestrator:
             control, pairs = self.gate.lead(pairs)
             submitted = self._submitted(pairs)
             for outcome in executor.stream(chain([control], submitted) if control else submitted):
+                if self.gate.judges(outcome):
+                    self.counters.control = {"judged_s": round(self.counters.elapsed_s, 3),
+                                             "compile_s": outcome.compile_s or 0.0, "eval_s": outcome.eval_s or 0.0}  # fmt: skip
                 for item in self.gate.release(outcome):
                     if isinstance(item, InfrastructureFailure):
                         failed.append((item.candidate, item.task))

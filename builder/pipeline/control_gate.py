@@ -41,6 +41,11 @@ class ControlGate:
         rest = [pair for pair, is_own in zip(pairs, own, strict=True) if not is_own]
         return (self.control.candidate, self.control.task), rest
 
+    def judges(self, outcome: Any) -> bool:
+        """Whether `outcome` is the control's record, the one `release` judges."""
+        return not self.open and getattr(outcome, "status", None) is not None and \
+            (outcome.task_id, outcome.kernel_id) == self.control.key  # fmt: skip
+
     def release(self, outcome: Any) -> list[Any]:
         """The outcomes the build may take now: none while the control's is awaited; the held ones once it has
         passed (its own record is not the build's). InfrastructureError where it did not."""

@@ -28,6 +28,7 @@ class BuildCounters:
     machinery_failures: int = 0  # pairs handed back because the builder's machinery failed (retried, no record)
     waiting: int = 0  # pairs whose last try the machinery failed, now waiting for their next
     held: int = 0  # outcomes made, held until the control kernel has passed (pipeline/control_gate.py)
+    control: dict[str, float] = field(default_factory=dict)  # when the control was judged, its compile and eval seconds
     by_status: Counter = field(default_factory=Counter)
     by_level_status: Counter = field(default_factory=Counter)  # (level, status) -> n
     compile_s: float = 0.0
@@ -75,6 +76,7 @@ class BuildCounters:
             "machinery_failures": self.machinery_failures,
             "waiting": self.waiting,
             "held": self.held,
+            "control": dict(self.control),
             "by_status": dict(self.by_status),
             "elapsed_s": round(self.elapsed_s, 3),
             "kernels_per_hour": round(self.kernels_per_hour(), 2),

@@ -45,6 +45,7 @@ def test_the_records_before_the_controls_are_stored_once_it_passes_and_the_next_
     assert records and first.counters.stored == len(records) == len(streamed) - 1
     assert all(task == "1/1" for task, _ in records)  # the control's own record is not the build's
     assert first.counters.submitted == len(records)  # nor counted as submitted
+    assert set(first.counters.control) == {"judged_s", "compile_s", "eval_s"} and first.counters.held == 0
     assert len(markers(tmp_path)) == 1
 
     StreamControlVerifier.streams.clear()
