@@ -41,6 +41,7 @@ class VerifyOptions:
     device_connections: int | None = None  # candidates' CUDA work queues (work_queues.py); None: config's; 0: driver's
     suspects_are_own: bool = False  # a failure that looks like the machinery's is recorded as the candidate's
     # (set for the control kernel itself, whose failures are the question: infrastructure.py)
+    first_in_line: bool = False  # its timing window goes before every other waiting one (the control kernel's)
 
     def __post_init__(self) -> None:
         if self.backend not in ("cuda", "cpu"):

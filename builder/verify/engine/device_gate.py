@@ -72,6 +72,7 @@ class DeviceGate:
         self._sharing = 0
         self._owner: object | None = None
         self._owners_waiting = 0
+        self._firsts_waiting = 0  # owners waiting with `first`: the others wait for them
         self._owned_since = 0.0
         self._purpose = ""
         self._members: set[Pausable] = set()
@@ -142,23 +143,29 @@ class DeviceGate:
             self._cond.notify_all()
 
     # -- exclusive: timing, baselines, ncu ------------------------------------------------------------
-    def acquire_exclusive(self, holder: object, purpose: str = "timing", abort: threading.Event | None = None) -> bool:
+    def acquire_exclusive(self, holder: object, purpose: str = "timing", abort: threading.Event | None = None,
+                          first: bool = False) -> bool:  # fmt: skip
         """Own the device; every member but `holder` is stopped until `release_exclusive`. False (nothing
-        held) when `abort` is set first."""
+        held) when `abort` is set first. `first`: before every other waiting owner (the control kernel's window,
+        whose verdict a build's records wait for: pipeline/control_gate.py)."""
         waited = time.monotonic()
         with self._cond:
             self._owners_waiting += 1
+            self._firsts_waiting += first
             self._changed()
             for watcher in self._owner_watchers:
                 watcher.set()
             try:
-                while self._owner is not None or self._sharing:
+                while self._owner is not None or self._sharing or (self._firsts_waiting and not first):
                     if abort is not None and abort.is_set():
                         return False
                     self._cond.wait(0.05 if abort is not None else None)
             finally:
                 self._owners_waiting -= 1
+                self._firsts_waiting -= first
                 self._changed()
+                if first:  # the owners that waited for it look again
+                    self._cond.notify_all()
             self._owner, self._purpose = holder, purpose
             self._changed()
             self._owned_since = time.monotonic()

@@ -49,9 +49,10 @@ class _Watcher(threading.Thread):
     """Grants the child its checks on the shared device, judges their outputs as soon as they are written, and
     tells the child whether to time, once it owns the device (`device_gate`)."""
 
-    def __init__(self, job: dict[str, Any], reference: CleanReference, gate: DeviceGate) -> None:
+    def __init__(self, job: dict[str, Any], reference: CleanReference, gate: DeviceGate,
+                 first_in_line: bool = False) -> None:  # fmt: skip
         super().__init__(daemon=True, name="ka-judge")
-        self.job, self.reference, self.gate = job, reference, gate
+        self.job, self.reference, self.gate, self.first_in_line = job, reference, gate, first_in_line
         self.done = threading.Event()
         self.wake = threading.Event()  # the child ended, or an owner waits: look now, whatever the back-off
         self.findings: judge.CheckFindings | None = None  # what the comparisons of the checks' outputs found
@@ -153,7 +154,8 @@ class _Watcher(threading.Thread):
         self.seconds["parent_judge"] = round(judged - began, 4)
         self.seconds["cpu.parent_judge"] = round(time.thread_time() - began_cpu, 4)  # the rest: the lock, the files
         if verdict == "time":
-            owns = self._granted(lambda: self.gate.acquire_exclusive(self.process, "timing", abort=self.done))
+            owns = self._granted(lambda: self.gate.acquire_exclusive(self.process, "timing", abort=self.done,
+                                                                     first=self.first_in_line))  # fmt: skip
             verdict = "time" if owns else "stop"
             self.seconds["parent_wait_for_window"] = round(time.monotonic() - judged, 4)
         link = FifoLink.parent_side(self.job["window_dir"]) if verdict == "time" else None  # open before "time"
@@ -217,7 +219,7 @@ def run_judged(job: dict[str, Any], scratch: Path, options: VerifyOptions, refer
     job["window_dir"] = str(scratch / "window")  # the refereed timing window's FIFOs and revealed outputs
     Path(job["window_dir"]).mkdir(exist_ok=True)
     FifoLink.make(job["window_dir"])
-    watcher = _Watcher(job, reference, device_gate(options.backend, options.device_index))
+    watcher = _Watcher(job, reference, device_gate(options.backend, options.device_index), options.first_in_line)
     try:
         result, outcome = run_child(job, scratch, options, options.timeout_s, pooled, on_start=watcher.attach)
     finally:

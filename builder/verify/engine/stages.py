@@ -228,9 +228,11 @@ class EvaluateStage(Stage):
                 usable = usable and work_queues.fitting(candidate, options) is options
                 milestones.mark("first_build_taken")
                 pooled = self.pool.take() if usable else None
-                evaluated = start_evaluation(compiled, candidate, task, options, pooled, self.references, self.confirm)
+                control = candidate.generator == config.INFRA_CONTROL_GENERATOR  # the build's records wait for it
+                evaluated = start_evaluation(compiled, candidate, task, replace(options, first_in_line=control),
+                                             pooled, self.references, self.confirm)  # fmt: skip
                 milestones.mark("first_evaluation_returned")
-                if candidate.generator == config.INFRA_CONTROL_GENERATOR:  # only its verdict is asked of it
+                if control:  # only its verdict is asked of it
                     self.records.send(finish_record(evaluated, verdict_only=True))
                 elif needs_baseline(evaluated) or options.profile:
                     self.evaluated.send(evaluated)

@@ -164,6 +164,47 @@ def test_the_time_spent_stopping_and_continuing_members_is_counted():
     assert 0.16 <= gate.stats.stopping_s < 0.16 + 0.3
 
 
+def test_an_owner_first_in_line_goes_before_owners_that_waited_longer():
+    """The control kernel's window (`first`): a build's records wait for its verdict, not for every baseline."""
+    gate = DeviceGate()
+    holder = object()
+    gate.acquire_exclusive(holder)
+    order: list[str] = []
+
+    def own(name: str, first: bool = False) -> None:
+        owner = object()
+        gate.acquire_exclusive(owner, first=first)
+        order.append(name)
+        gate.release_exclusive(owner)
+
+    waiting = [in_thread(lambda n=n: own(n)) for n in ("baseline", "timing")]
+    time.sleep(0.1)
+    control = in_thread(lambda: own("control", first=True))
+    time.sleep(0.1)
+    gate.release_exclusive(holder)
+    for thread in [*waiting, control]:
+        thread.join(2)
+    assert order[0] == "control" and sorted(order[1:]) == ["baseline", "timing"]
+
+
+def test_an_aborted_wait_first_in_line_holds_nothing_and_lets_the_others_go():
+    gate = DeviceGate()
+    holder, other = object(), object()
+    gate.acquire_exclusive(holder)
+    abort = threading.Event()
+    got: list[bool] = []
+    control = in_thread(lambda: got.append(gate.acquire_exclusive(object(), abort=abort, first=True)))
+    time.sleep(0.1)
+    abort.set()
+    control.join(2)
+    gate.release_exclusive(holder)
+    assert got == [False]
+    waiting = in_thread(lambda: got.append(gate.acquire_exclusive(other)))
+    waiting.join(2)
+    assert got == [False, True]
+    gate.release_exclusive(other)
+
+
 def test_an_aborted_wait_holds_nothing():
     gate = DeviceGate()
     gate.acquire_shared()

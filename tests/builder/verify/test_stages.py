@@ -115,7 +115,8 @@ def test_the_finish_stage_passes_records_on_and_a_failure_ends_it(tasks):
 
 def test_the_control_kernels_record_is_its_verdict_alone_without_a_baseline_or_profiles(tasks, monkeypatch):
     """The control kernel leads a build's stream, whose records wait for its verdict (pipeline/control_gate.py):
-    its record goes out as soon as it is judged, never through a finisher that waits for a baseline or profiles."""
+    its timing window goes first, and its record goes out as soon as it is judged, never through a finisher that
+    waits for a baseline or profiles."""
     from builder import config
     from builder.verify.engine import one_kernel, stages
     from builder.verify.engine.clean_reference import ReferenceCache
@@ -127,7 +128,10 @@ def test_the_control_kernels_record_is_its_verdict_alone_without_a_baseline_or_p
     control = replace(python_candidate(task, "control"), generator=config.INFRA_CONTROL_GENERATOR)
     other = python_candidate(task, "other")
 
+    first_in_line: dict[str, bool] = {}
+
     def evaluated_correct(compiled, candidate, task, options, *args):
+        first_in_line[candidate.kernel_name] = options.first_in_line
         return Evaluated(candidate=candidate, task=task, options=options, compiled=compiled, status="correct",
                          base=verdict.base_fields(candidate, task, "cpu"), result={"runtime": {"median_ms": 1.0}})  # fmt: skip
 
@@ -151,3 +155,4 @@ def test_the_control_kernels_record_is_its_verdict_alone_without_a_baseline_or_p
     assert not isinstance(record, BaseException), repr(record)
     assert record.kernel_name == "control" and record.status == "correct" and record.eager_ms is None
     assert [item.candidate.kernel_name for item in drain(evaluated)] == ["other"]  # to a finisher, as before
+    assert first_in_line == {"control": True, "other": False}  # its window goes before those waiting
