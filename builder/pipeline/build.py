@@ -7,9 +7,10 @@ so an LLM run resumes with the verdicts it had).
 
 A known-good control kernel goes through the real machinery first (builder/verify/engine/preflight.py): at the
 front of the first stream where the executor offers it (`control_gate.py`: nothing is stored until it has passed),
-else as the executor's preflight before the first candidate. A pair whose try the builder's own machinery failed (the executor yields an
-`InfrastructureFailure`, never a record) is noted in the store's `waiting` table and tried again; after
-`config.INFRA_CONSECUTIVE_FAILURES_MAX` such failures in a row the build stops with `ExitCode.INFRASTRUCTURE`.
+else as the executor's preflight before the first candidate. A pair whose try the builder's own machinery failed
+(the executor yields an `InfrastructureFailure`, never a record) is noted in the store's `waiting` table and tried
+again; after `config.INFRA_CONSECUTIVE_FAILURES_MAX` such failures in a row the build stops with
+`ExitCode.INFRASTRUCTURE`.
 """
 
 from __future__ import annotations

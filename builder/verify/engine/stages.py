@@ -228,7 +228,8 @@ class EvaluateStage(Stage):
                 usable = usable and work_queues.fitting(candidate, options) is options
                 milestones.mark("first_build_taken")
                 pooled = self.pool.take() if usable else None
-                control = candidate.generator == config.INFRA_CONTROL_GENERATOR  # the build's records wait for it
+                control = candidate.generator == config.INFRA_CONTROL_GENERATOR and \
+                    candidate.source == _control_source(options.backend)  # the build's records wait for it  # fmt: skip
                 evaluated = start_evaluation(compiled, candidate, task, replace(options, first_in_line=control),
                                              pooled, self.references, self.confirm)  # fmt: skip
                 milestones.mark("first_evaluation_returned")

@@ -113,20 +113,21 @@ def test_the_finish_stage_passes_records_on_and_a_failure_ends_it(tasks):
     assert out[0] is record and isinstance(out[1], BaseException) and len(out) == 2
 
 
-def test_the_control_kernels_record_is_its_verdict_alone_without_a_baseline_or_profiles(tasks, monkeypatch):
+def test_the_control_kernels_record_is_its_verdict_alone_without_a_baseline_or_profiles(monkeypatch):
     """The control kernel leads a build's stream, whose records wait for its verdict (pipeline/control_gate.py):
     its timing window goes first, and its record goes out as soon as it is judged, never through a finisher that
     waits for a baseline or profiles."""
     from builder import config
     from builder.verify.engine import one_kernel, stages
     from builder.verify.engine.clean_reference import ReferenceCache
+    from builder.verify.engine.preflight import control_pair
     from builder.verify.engine.stages import EvaluateStage
     from builder.verify.judge import verdict
 
-    task = tasks[0]
+    control, task = control_pair("cpu")
     options = VerifyOptions(backend="cpu", profile=True, prestart=0)
-    control = replace(python_candidate(task, "control"), generator=config.INFRA_CONTROL_GENERATOR)
     other = python_candidate(task, "other")
+    impostor = replace(python_candidate(task, "impostor"), generator=config.INFRA_CONTROL_GENERATOR)  # not its source
 
     first_in_line: dict[str, bool] = {}
 
@@ -145,7 +146,7 @@ def test_the_control_kernels_record_is_its_verdict_alone_without_a_baseline_or_p
     built: Channel[Built] = Channel(stop)
     evaluated: Channel[Evaluated] = Channel(stop)
     records: Channel = Channel(stop)
-    for candidate in (control, other):
+    for candidate in (control, other, impostor):
         built.send(Built(candidate, task, CompileResult(ok=True)))
     built.close()
     EvaluateStage(options, built, evaluated, records, ReferenceCache(), confirm=None).start().join(timeout=30)
@@ -154,5 +155,5 @@ def test_the_control_kernels_record_is_its_verdict_alone_without_a_baseline_or_p
     (record,) = drain(records)
     assert not isinstance(record, BaseException), repr(record)
     assert record.kernel_name == "control" and record.status == "correct" and record.eager_ms is None
-    assert [item.candidate.kernel_name for item in drain(evaluated)] == ["other"]  # to a finisher, as before
-    assert first_in_line == {"control": True, "other": False}  # its window goes before those waiting
+    assert [item.candidate.kernel_name for item in drain(evaluated)] == ["other", "impostor"]  # to a finisher
+    assert first_in_line == {"control": True, "other": False, "impostor": False}  # its window goes first
