@@ -6,9 +6,11 @@ holding the candidate's kernels and its PYBIND11_MODULE, the builder's flags), w
 phase (cudafe++, cicc, ptxas, the host compiler, ...): first alone, then `--parallel` builds at once, as a
 stream's first window starts them. Then the host compiler on torch's headers alone, without and with the
 pybind11 module that binds `forward` (what a build would save by moving the binding to a `.cpp` of its own), and
-that `.cpp` against a gcc precompiled header of `<torch/extension.h>`. Run it on an otherwise idle GPU machine:
+that `.cpp` against a gcc precompiled header of `<torch/extension.h>`. `--headers full,light` repeats the builds
+with the candidate's `<torch/extension.h>` replaced by the two headers a CUDA kernel's code and its binding need
+(`LIGHT_HEADERS`). Run it on an otherwise idle GPU machine:
 
-    python benchmarks/probe_build_phases.py [--candidate PATH] [--parallel 8] [--out DIR]
+    python benchmarks/probe_build_phases.py [--candidate PATH] [--parallel 8] [--headers full,light] [--no-host] [--out DIR]
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ usage = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_C
 print(json.dumps({"import_torch_s": imported - started, "load_s": done - imported, "wall_s": done - started,
                   "core_s": sum(u.ru_utime + u.ru_stime for u in usage)}))
 """
+
+FULL_HEADER = "#include <torch/extension.h>"
+LIGHT_HEADERS = "#include <torch/types.h>\n#include <torch/csrc/utils/pybind.h>"
 
 BINDING = """
 #include <torch/extension.h>
@@ -132,39 +137,61 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--candidate", type=Path, default=DEFAULT_CANDIDATE)
     parser.add_argument("--parallel", type=int, default=8)
+    parser.add_argument("--headers", default="full", help="comma-separated: full (the candidate as written), light")
+    parser.add_argument("--no-host", action="store_true", help="skip the host compiler's figures")
     parser.add_argument("--out", type=Path, default=None, help="write the figures here as JSON")
     args = parser.parse_args()
     if not args.candidate.is_file():
         print(f"no such candidate: {args.candidate}", file=sys.stderr)
         return 2
-    work = Path(tempfile.mkdtemp(prefix="ka-probe-build-"))
+    header_sets = [name.strip() for name in args.headers.split(",") if name.strip()]
+    if not header_sets or set(header_sets) - {"full", "light"}:
+        print(f"--headers takes full and light, not {args.headers!r}", file=sys.stderr)
+        return 2
     text = args.candidate.read_text()
-    sources = []
-    for index in range(args.parallel + 1):  # a variant comment each: nothing is served from a cache
-        path = work / f"candidate_{index}.cu"
-        path.write_text(text + f"\n// probe variant {os.getpid()}-{index}\n")
-        sources.append(path)
+    if "light" in header_sets and FULL_HEADER not in text:
+        print(f"{args.candidate} does not include <torch/extension.h>: no light variant", file=sys.stderr)
+        return 2
+    work = Path(tempfile.mkdtemp(prefix="ka-probe-build-"))
     report: dict = {"candidate": str(args.candidate.relative_to(ROOT)), "cores": len(os.sched_getaffinity(0))}
-    report["alone"] = build_once(sources[0], work, "alone")
-    print("alone:", json.dumps(report["alone"], indent=1), flush=True)
-    report["host"] = host_figures(work / "alone", work)
-    for name, value in report["host"].items():
-        print(f"{name:60s} {value:7.2f}", flush=True)
-    with ThreadPoolExecutor(args.parallel) as pool:
-        together = list(pool.map(lambda i: build_once(sources[i], work, f"together-{i}"), range(1, args.parallel + 1)))
-    report["together"] = together
-    walls = sorted(f["wall_s"] for f in together)
-    print(f"{args.parallel} at once: wall {walls[0]:.1f}-{walls[-1]:.1f} s, core-s "
-          f"{sum(f['core_s'] for f in together) / len(together):.1f} a build", flush=True)  # fmt: skip
-    phases: dict[str, float] = {}
-    for figures in together:
-        for name, value in figures["nvcc_phases_s"].items():
-            phases[name] = phases.get(name, 0.0) + value / len(together)
-    print("nvcc phases at once (mean):", json.dumps({k: round(v, 2) for k, v in phases.items()}), flush=True)
+    for header_set in header_sets:
+        source_text = text if header_set == "full" else text.replace(FULL_HEADER, LIGHT_HEADERS)
+        report[header_set] = probe_header_set(source_text, work / header_set, args.parallel, header_set)
+    if not args.no_host:
+        report["host"] = host_figures(work / header_sets[0] / "alone", work)
+        for name, value in report["host"].items():
+            print(f"{name:60s} {value:7.2f}", flush=True)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "build-phases.json").write_text(json.dumps(report, indent=1))
     return 0
+
+
+def probe_header_set(text: str, work: Path, parallel: int, label: str) -> dict:
+    """One build alone, then `parallel` at once, of `text` (a variant comment each: nothing served from a cache)."""
+    work.mkdir(parents=True)
+    sources = []
+    for index in range(parallel + 1):
+        path = work / f"candidate_{index}.cu"
+        path.write_text(text + f"\n// probe variant {os.getpid()}-{label}-{index}\n")
+        sources.append(path)
+    figures: dict = {"alone": build_once(sources[0], work, "alone")}
+    print(f"{label}, alone:", json.dumps({k: v for k, v in figures["alone"].items() if k != "nvcc_time_csv"},
+                                         indent=1), flush=True)  # fmt: skip
+    if parallel < 1:
+        return figures
+    with ThreadPoolExecutor(parallel) as pool:
+        together = list(pool.map(lambda i: build_once(sources[i], work, f"together-{i}"), range(1, parallel + 1)))
+    figures["together"] = together
+    walls = sorted(f["wall_s"] for f in together)
+    print(f"{label}, {parallel} at once: wall {walls[0]:.1f}-{walls[-1]:.1f} s, core-s "
+          f"{sum(f['core_s'] for f in together) / len(together):.1f} a build", flush=True)  # fmt: skip
+    phases: dict[str, float] = {}
+    for one in together:
+        for name, value in one["nvcc_phases_s"].items():
+            phases[name] = phases.get(name, 0.0) + value / len(together)
+    print(f"{label}, nvcc phases at once (mean):", json.dumps({k: round(v, 2) for k, v in phases.items()}), flush=True)
+    return figures
 
 
 if __name__ == "__main__":
