@@ -116,6 +116,10 @@ SANDBOX_CANCEL_POLL_S = 0.2  # how often a wait that can be cancelled (a stoppin
 # Scratch folders of sandboxed children, a prefix per kind of work (the throughput bench's CPU census uses it).
 SCRATCH_PREFIXES = {"compile": "ka-compile-", "evaluation": "ka-eval-", "baseline": "ka-baseline-",
                     "reference": "ka-reference-", "profiling": "ka-ncu-", "zygote": "ka-zygote-"}  # fmt: skip
+# A source's `#include <torch/extension.h>` is first built as this header, written beside it: the two headers a
+# kernel's code and its binding need, a third of a build's parse (builder/verify/compile/headers.py).
+LIGHT_HEADER_NAME = "ka_torch_light.h"
+LIGHT_HEADER_INCLUDES = ("torch/types.h", "torch/csrc/utils/pybind.h")
 CPU_EXTENSION_CFLAGS = CUDA_EXTENSION_CFLAGS = ("-O3",)  # no --use_fast_math: numerics (VerifyOptions.fast_math)
 CUDA_FAST_MATH_FLAG = "--use_fast_math"
 

@@ -300,6 +300,7 @@ def compile_many(
     recall: Callable[[str, str], CompileResult | None] | None = None,
     remember: Callable[[CompileResult, list[tuple[str, str]]], None] | None = None,
     alone: Collection[int] = (),
+    build_shared: BuildFn | None = None,
 ) -> list[CompileResult | None]:
     """Compile candidates (source, language) with shared builds where safe; None for python candidates.
 
@@ -317,7 +318,8 @@ def compile_many(
 
     `recall(source, language)` finds a candidate's earlier build, however it was batched then (those are not
     built again); `remember(shared, [(source, symbol prefix), ...])` notes a good shared build for its members.
-    The candidates at the indices in `alone` are built on their own."""
+    The candidates at the indices in `alone` are built on their own. `build_shared`, where given, builds the
+    shared sources (`build` the rest): a shared build's failure is split, so it need not try further."""
     queue = queue if queue is not None else BuildQueue(executor)
     recalled = {index: found for index, (source, language) in enumerate(sources)
                 if recall is not None and language in ("cuda", "cpp") and (found := recall(source, language))}  # fmt: skip
@@ -339,7 +341,7 @@ def compile_many(
         names = [f"c{index}" for index, _ in group]
         language = sources[group[0][0]][1]
         source = shared_source([w for _, w in group], names)
-        shared = build(source, language)
+        shared = (build_shared or build)(source, language)
         if not shared.ok and shared.infrastructure:  # the machinery failed, not a member: bisecting would not help
             for index, _ in group:
                 finish(index, replace(shared, batch_size=len(group)))

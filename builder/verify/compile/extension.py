@@ -11,6 +11,10 @@ A candidate's build is found again however the candidates are batched next time 
 build, or the shared build it was a member of (`remember_members` notes each member under its own key in
 `<build cache>/members/`). A resumed or re-sized run batches differently, and a shared build's key is that of
 its whole source.
+
+A source that includes `<torch/extension.h>` is built first against the headers a kernel needs
+(`headers.light_variant`); where that fails, the source as written is built, and that result stands. Each is
+cached under its own key: `build_key` is the first's, and `recall_build` reads the second where the first failed.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Any
 
 from builder import config
 from builder.verify import environment
+from builder.verify.compile.headers import LIGHT_HEADER_TEXT, light_variant
 from builder.verify.protocol.entry_points import BUILD_MODULE
 from builder.verify.sandbox.process import run_sandboxed
 from builder.verify.sandbox.suspects import compile_suspect, suspect_text
@@ -92,9 +97,10 @@ def compile_flags(backend: str, fast_math: bool = False) -> tuple[list[str], lis
 
 
 def cache_key(source: str, flags: list[str], torch_version: str, arch: str | None, backend: str,
-              toolchain: dict[str, str | None] | None = None) -> str:  # fmt: skip
-    material = json.dumps([source, flags, torch_version, arch, backend, toolchain or {}], sort_keys=True)
-    return hashlib.sha256(material.encode()).hexdigest()
+              toolchain: dict[str, str | None] | None = None, beside: dict[str, str] | None = None) -> str:  # fmt: skip
+    """`beside`: the files written next to the source (name -> text) that it includes."""
+    material = [source, flags, torch_version, arch, backend, toolchain or {}] + ([beside] if beside else [])
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
 def default_cache_dir() -> Path:
@@ -102,19 +108,37 @@ def default_cache_dir() -> Path:
 
 
 def _keyed(
-    source: str, backend: str, fast_math: bool, device_index: int
+    source: str, backend: str, fast_math: bool, device_index: int, beside: dict[str, str] | None = None
 ) -> tuple[str, list[str], list[str], str | None]:
-    """(cache key, host cflags, nvcc cflags, GPU arch) of building `source` for this backend and device."""
+    """(cache key, host cflags, nvcc cflags, GPU arch) of building `source` (with the files `beside` it) for this
+    backend and device."""
     torch_version, _ = environment.torch_versions()
     arch = environment.gpu_arch(device_index) if backend == "cuda" else None
     cflags, cuda_cflags = compile_flags(backend, fast_math)
-    key = cache_key(source, cflags + cuda_cflags, torch_version, arch, backend, environment.toolchain(backend))
+    toolchain = environment.toolchain(backend)
+    key = cache_key(source, cflags + cuda_cflags, torch_version, arch, backend, toolchain, beside)
     return key, cflags, cuda_cflags, arch
 
 
+@dataclass(frozen=True)
+class BuildPlan:
+    """What `build_extension` compiles for one source: the text and the files beside it, light first where
+    there is a light variant (`headers.light_variant`), then the source as written."""
+
+    text: str
+    beside: dict[str, str] = field(default_factory=dict)
+
+
+def build_plans(source: str) -> list[BuildPlan]:
+    light = light_variant(source)
+    full = BuildPlan(source)
+    return [BuildPlan(light, {config.LIGHT_HEADER_NAME: LIGHT_HEADER_TEXT}), full] if light is not None else [full]
+
+
 def build_key(source: str, backend: str, fast_math: bool = False, device_index: int = 0) -> str:
-    """The cache key `build_extension` builds `source` under."""
-    return _keyed(source, backend, fast_math, device_index)[0]
+    """The cache key of the first build `build_extension` tries for `source` (a member's key in `members/`)."""
+    first = build_plans(source)[0]
+    return _keyed(first.text, backend, fast_math, device_index, first.beside)[0]
 
 
 def recall_build(source: str, language: str, backend: str, *, cache_dir: str | Path | None = None,
@@ -123,11 +147,16 @@ def recall_build(source: str, language: str, backend: str, *, cache_dir: str | P
     compiler error), else the shared build it was a member of; None when there is none (build it)."""
     if language not in SUFFIX_BY_LANGUAGE or (backend == "cpu" and language == "cuda"):
         return None
-    key = build_key(source, backend, fast_math, device_index)
     root = Path(cache_dir) if cache_dir else default_cache_dir()
-    own = _read_cached(root / "builds" / key[:32])
-    if own is not None:
-        return _to_result(own, key, cached_hit=True)
+    plans = build_plans(source)
+    for number, plan in enumerate(plans):
+        plan_key = _keyed(plan.text, backend, fast_math, device_index, plan.beside)[0]
+        own = _read_cached(root / "builds" / plan_key[:32])
+        if own is None:
+            break  # the first build is not done: look for a shared one; a light one not done: build
+        if own.get("ok") or number == len(plans) - 1:
+            return _to_result(own, plan_key, cached_hit=True)
+    key = build_key(source, backend, fast_math, device_index)
     try:
         entry = json.loads((root / MEMBERS_DIR / f"{key[:32]}.json").read_text())
         shared_key, prefix, size = str(entry["build"]), str(entry["symbol_prefix"]), int(entry["batch_size"])
@@ -191,8 +220,11 @@ def build_extension(
     device_index: int = 0,
     isolation: str | None = None,
     cancel: threading.Event | None = None,
+    fall_back: bool = True,
 ) -> CompileResult:
-    """Build one extension from `source` (one candidate or a shared batch) or reuse the cached build.
+    """Build one extension from `source` (one candidate or a shared batch) or reuse the cached build: its light
+    variant first where it has one, then, where that fails to compile, the source as written (`build_plans`).
+    `fall_back=False` (a shared build, split when it fails) returns the light build's failure as it is.
 
     Setting `cancel` (a build shutting down) kills a compile in flight: SandboxCancelled propagates and nothing
     is cached, so the next build compiles this source again rather than reading a made-up failure."""
@@ -200,7 +232,32 @@ def build_extension(
         raise ValueError(f"cannot compile language {language!r}")
     if backend == "cpu" and language == "cuda":
         return CompileResult(ok=False, error="a .cu candidate needs the cuda backend (use a .cpp file for cpu)")
-    key, cflags, cuda_cflags, arch = _keyed(source, backend, fast_math, device_index)
+    plans = build_plans(source)
+    spent_s = spent_cpu_s = 0.0
+    for number, plan in enumerate(plans):
+        result = _build_plan(plan, language, backend, cache_dir=cache_dir, timeout_s=timeout_s,
+                             fast_math=fast_math, device_index=device_index, isolation=isolation, cancel=cancel)  # fmt: skip
+        spent_s, spent_cpu_s = spent_s + result.compile_s, spent_cpu_s + result.cpu_s
+        if result.ok or result.timed_out or result.infrastructure or not fall_back or number == len(plans) - 1:
+            # what the failed light build cost counts in the build that followed it
+            return replace(result, compile_s=spent_s, cpu_s=spent_cpu_s)
+    raise AssertionError("build_plans returns at least one plan")
+
+
+def _build_plan(
+    plan: BuildPlan,
+    language: str,
+    backend: str,
+    *,
+    cache_dir: str | Path | None,
+    timeout_s: float,
+    fast_math: bool,
+    device_index: int,
+    isolation: str | None,
+    cancel: threading.Event | None,
+) -> CompileResult:
+    source = plan.text
+    key, cflags, cuda_cflags, arch = _keyed(source, backend, fast_math, device_index, plan.beside)
     root = Path(cache_dir) if cache_dir else default_cache_dir()
     build_dir = root / "builds" / key[:32]
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -215,6 +272,8 @@ def build_extension(
         # SIGKILLed build) leaves it behind and the next compile would wait on it until its timeout. Our
         # flock above already makes this the only compile of the key, so any baton here is stale.
         (build_dir / "lock").unlink(missing_ok=True)
+        for name, text in plan.beside.items():  # the headers the source includes from its own directory
+            (build_dir / name).write_text(text)
         source_path = build_dir / f"{module_name}{SUFFIX_BY_LANGUAGE[language]}"
         source_path.write_text(source)
         job_path = build_dir / "job.json"

@@ -354,6 +354,27 @@ def test_a_candidate_asked_to_be_built_alone_is_built_from_its_own_source_first_
     assert [r.ok for r in results] == [True, False, True, True, True]
 
 
+def test_shared_sources_go_to_build_shared_and_candidates_alone_to_build():
+    """A shared build's failure is split (it does not try the source as written); a candidate alone does."""
+    good = "#include <torch/extension.h>\ntorch::Tensor forward(torch::Tensor x) {{ return x + {n}; }}\n"
+    bind = 'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward); }\n'
+    sources = [(good.format(n=n) + ("// BAD\n" if n == 2 else "") + bind, "cpp") for n in range(4)]
+    calls: list[tuple[str, bool]] = []
+
+    def fake_build(source: str, language: str, shared: bool = False) -> CompileResult:
+        calls.append((source, shared))
+        ok = "// BAD" not in source
+        return CompileResult(ok=ok, error=None if ok else "x.cpp: error: BAD", cache_key=str(len(calls)))
+
+    results = batching.compile_many(sources, fake_build, batch_size=8, build_shared=partial(fake_build, shared=True))
+    assert [r.ok for r in results] == [True, True, False, True]
+    assert all(shared == (TORCH_EXTENSION_GLUE in source) for source, shared in calls)
+    assert (sources[2][0], False) in calls  # the culprit, alone, went to `build`
+
+
+TORCH_EXTENSION_GLUE = f"PYBIND11_MODULE(TORCH_EXTENSION_NAME, {batching.SHARED_MODULE_VAR})"
+
+
 def test_a_bisect_into_a_closed_pool_ends_instead_of_waiting_forever():
     good = "#include <torch/extension.h>\ntorch::Tensor forward(torch::Tensor x) {{ return x + {n}; }}\n"
     bind = 'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward); }\n'

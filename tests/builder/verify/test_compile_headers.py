@@ -1,0 +1,163 @@
+"""A build against the torch headers a kernel needs first, the source as written where that fails
+(builder/verify/compile/headers.py, compile/extension.py)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from builder import config
+from builder.verify.compile import extension
+from builder.verify.compile.extension import BuildPlan, CompileResult, build_extension, build_plans, recall_build
+from builder.verify.compile.headers import LIGHT_HEADER_TEXT, LIGHT_INCLUDE, light_variant
+
+KERNEL = """#include <torch/extension.h>
+#include <cuda_runtime.h>
+
+torch::Tensor forward(torch::Tensor x) { return x; }
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward); }
+"""
+
+
+def test_the_include_becomes_the_light_header_line_for_line():
+    light = light_variant(KERNEL)
+    assert light is not None and light.count("\n") == KERNEL.count("\n")
+    assert light.splitlines()[0] == LIGHT_INCLUDE and "torch/extension.h" not in light
+    assert light.splitlines()[1:] == KERNEL.splitlines()[1:]
+    spaced = KERNEL.replace("#include <torch/extension.h>", "  #  include <torch/extension.h>  ")
+    assert light_variant(spaced).splitlines()[0] == LIGHT_INCLUDE
+    assert all(f"#include <{name}>" in LIGHT_HEADER_TEXT for name in config.LIGHT_HEADER_INCLUDES)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "#include <pybind11/pybind11.h>\nint forward(int x) { return x; }\n",  # no torch header at all
+        '#include "torch/extension.h"\n' + KERNEL.split("\n", 1)[1],  # another spelling: built as written
+        KERNEL + 'const char* text = R"(\n#include <torch/extension.h>\n)";\n',  # a raw string may hold the line
+        'const char* s = "a\\\n#include <torch/extension.h>\n";\n' + KERNEL,  # a spliced line may be in a string
+    ],
+    ids=["no-torch-header", "quoted-include", "raw-string", "spliced-line"],
+)
+def test_sources_a_rewrite_could_change_or_that_lack_the_include_are_built_as_written(source):
+    assert light_variant(source) is None
+    assert build_plans(source) == [BuildPlan(source)]
+
+
+def test_a_line_inside_a_comment_may_be_rewritten_and_every_include_line_is():
+    source = "/* an example:\n#include <torch/extension.h>\n*/\n" + KERNEL
+    light = light_variant(source)
+    assert light is not None and light.count(LIGHT_INCLUDE) == 2 and light.count("\n") == source.count("\n")
+
+
+def test_the_light_build_is_keyed_with_its_header_and_apart_from_the_source_as_written(monkeypatch):
+    monkeypatch.setattr(extension.environment, "toolchain", lambda backend: {"cxx": "g++ 13"})
+    light, full = build_plans(KERNEL)
+    assert light.beside == {config.LIGHT_HEADER_NAME: LIGHT_HEADER_TEXT} and full == BuildPlan(KERNEL)
+    key_of = lambda plan, beside=None: extension._keyed(plan.text, "cpu", False, 0, beside)[0]  # noqa: E731
+    assert extension.build_key(KERNEL, "cpu") == key_of(light, light.beside)
+    assert key_of(light, light.beside) not in {key_of(light), key_of(full)}  # the header's text is in the key
+    assert key_of(full) == extension.cache_key(KERNEL, ["-O3"], extension.environment.torch_versions()[0], None,
+                                               "cpu", {"cxx": "g++ 13"})  # fmt: skip
+
+
+class PlannedBuilds:
+    """`_build_plan` replaced: each plan's result is given by whether its text is light."""
+
+    def __init__(self, light: CompileResult, full: CompileResult) -> None:
+        self.results = {True: light, False: full}
+        self.built: list[str] = []
+
+    def __call__(self, plan: BuildPlan, language: str, backend: str, **settings) -> CompileResult:
+        is_light = plan.text.startswith(LIGHT_INCLUDE)
+        self.built.append("light" if is_light else "full")
+        return self.results[is_light]
+
+
+BUILT = CompileResult(ok=True, library_path="/x.so", compile_s=30.0, cpu_s=31.0)
+FAILED = CompileResult(ok=False, error="error: 'Linear' is not a member of 'torch::nn'", compile_s=10.0, cpu_s=9.0)
+
+
+def test_a_light_build_that_compiles_is_the_build(monkeypatch):
+    builds = PlannedBuilds(light=BUILT, full=FAILED)
+    monkeypatch.setattr(extension, "_build_plan", builds)
+    assert build_extension(KERNEL, "cpp", "cpu").ok and builds.built == ["light"]
+
+
+def test_a_light_build_that_fails_gives_way_to_the_source_as_written_whose_result_stands(monkeypatch):
+    builds = PlannedBuilds(light=FAILED, full=BUILT)
+    monkeypatch.setattr(extension, "_build_plan", builds)
+    result = build_extension(KERNEL, "cpp", "cpu")
+    assert result.ok and builds.built == ["light", "full"]
+    assert (result.compile_s, result.cpu_s) == (40.0, 40.0)  # the failed light build's cost is counted
+    both_fail = PlannedBuilds(light=FAILED, full=replace(FAILED, error="error: the source's own"))
+    monkeypatch.setattr(extension, "_build_plan", both_fail)
+    assert build_extension(KERNEL, "cpp", "cpu").error == "error: the source's own"  # the full build's message
+
+
+@pytest.mark.parametrize(
+    "light",
+    [replace(FAILED, timed_out=True), replace(FAILED, infrastructure="the compiler was killed")],
+    ids=["timed-out", "machinery"],
+)
+def test_a_light_build_the_machinery_or_the_clock_ended_is_not_retried(monkeypatch, light):
+    builds = PlannedBuilds(light=light, full=BUILT)
+    monkeypatch.setattr(extension, "_build_plan", builds)
+    assert build_extension(KERNEL, "cpp", "cpu") is not None and builds.built == ["light"]
+
+
+def test_a_shared_build_does_not_fall_back_it_is_split(monkeypatch):
+    builds = PlannedBuilds(light=FAILED, full=BUILT)
+    monkeypatch.setattr(extension, "_build_plan", builds)
+    assert not build_extension(KERNEL, "cpp", "cpu", fall_back=False).ok and builds.built == ["light"]
+
+
+def write_cached(cache_dir: Path, plan: BuildPlan, data: dict) -> None:
+    key = extension._keyed(plan.text, "cpu", False, 0, plan.beside)[0]
+    build_dir = cache_dir / "builds" / key[:32]
+    build_dir.mkdir(parents=True)
+    if data.get("ok"):
+        data["library_path"] = str(build_dir / "lib.so")
+        (build_dir / "lib.so").write_bytes(b"")
+    (build_dir / "result.json").write_text(json.dumps(data))
+
+
+def test_recall_reads_the_build_as_written_only_where_the_light_one_failed(tmp_path):
+    light, full = build_plans(KERNEL)
+    assert recall_build(KERNEL, "cpp", "cpu", cache_dir=tmp_path) is None
+    write_cached(tmp_path, light, {"ok": False, "error": "error: light"})
+    assert recall_build(KERNEL, "cpp", "cpu", cache_dir=tmp_path) is None  # the source as written is not built yet
+    write_cached(tmp_path, full, {"ok": False, "error": "error: as written"})
+    recalled = recall_build(KERNEL, "cpp", "cpu", cache_dir=tmp_path)
+    assert recalled is not None and recalled.cached and recalled.error == "error: as written"
+    other = KERNEL + "// another\n"
+    write_cached(tmp_path, build_plans(other)[0], {"ok": True})
+    assert recall_build(other, "cpp", "cpu", cache_dir=tmp_path).ok
+
+
+NEEDS_THE_FRONTEND = """#include <torch/extension.h>
+
+// torch::nn::functional is torch's C++ frontend: in <torch/extension.h>, not in the light headers.
+torch::Tensor forward(torch::Tensor x) { return torch::nn::functional::relu(x); }
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward); }
+"""
+
+
+@pytest.mark.slow
+def test_real_builds_a_kernel_is_built_light_and_one_that_needs_more_as_written(tmp_path):
+    plain = build_extension(KERNEL.replace("#include <cuda_runtime.h>\n", ""), "cpp", "cpu", cache_dir=tmp_path)
+    assert plain.ok, plain.error
+    assert (Path(plain.library_path).parent / config.LIGHT_HEADER_NAME).read_text() == LIGHT_HEADER_TEXT
+    frontend = build_extension(NEEDS_THE_FRONTEND, "cpp", "cpu", cache_dir=tmp_path)
+    assert frontend.ok, frontend.error
+    assert not (Path(frontend.library_path).parent / config.LIGHT_HEADER_NAME).exists()
+    light_key = extension.build_key(NEEDS_THE_FRONTEND, "cpu")
+    light_result = json.loads((tmp_path / "builds" / light_key[:32] / "result.json").read_text())
+    assert not light_result["ok"] and "nn" in light_result["error"]  # it failed, and only the light build did
+    recalled = recall_build(NEEDS_THE_FRONTEND, "cpp", "cpu", cache_dir=tmp_path)
+    assert recalled.ok and recalled.library_path == frontend.library_path
