@@ -34,9 +34,9 @@ class CountingVerifier(Verifier):
     def _count_builds(self) -> None:
         real_build, counter = _ENGINE_BUILD, self
 
-        def counted(stage, source, language, fall_back=True):
+        def counted(stage, source, language, *how, **how_named):
             began = time.monotonic()
-            result = real_build(stage, source, language, fall_back)
+            result = real_build(stage, source, language, *how, **how_named)
             kernels = max(1, source.count(f"{batching.SHARED_MODULE_VAR}.def_submodule("))
             if result is not None and result.cache_key:
                 counter.builds[result.cache_key] = result.cpu_s or 0.0

@@ -301,6 +301,7 @@ def compile_many(
     remember: Callable[[CompileResult, list[tuple[str, str]]], None] | None = None,
     alone: Collection[int] = (),
     build_shared: BuildFn | None = None,
+    build_culprit: BuildFn | None = None,
 ) -> list[CompileResult | None]:
     """Compile candidates (source, language) with shared builds where safe; None for python candidates.
 
@@ -318,8 +319,10 @@ def compile_many(
 
     `recall(source, language)` finds a candidate's earlier build, however it was batched then (those are not
     built again); `remember(shared, [(source, symbol prefix), ...])` notes a good shared build for its members.
-    The candidates at the indices in `alone` are built on their own. `build_shared`, where given, builds the
-    shared sources (`build` the rest): a shared build's failure is split, so it need not try further."""
+    The candidates at the indices in `alone` are built on their own. `build_shared` and `build_culprit`, where
+    given, build the shared sources and the candidates a failed shared build's log named (`build` the rest): a
+    shared build's failure is split, so it need not try further, and a named candidate's first try may be skipped
+    (`headers.HeaderTries`)."""
     queue = queue if queue is not None else BuildQueue(executor)
     recalled = {index: found for index, (source, language) in enumerate(sources)
                 if recall is not None and language in ("cuda", "cpp") and (found := recall(source, language))}  # fmt: skip
@@ -336,6 +339,9 @@ def compile_many(
 
     def run_alone(index: int) -> None:
         finish(index, build(*sources[index]))
+
+    def run_culprit(index: int) -> None:
+        finish(index, (build_culprit or build)(*sources[index]))
 
     def run_batch(group: list[tuple[int, WrappedCandidate]]) -> None:
         names = [f"c{index}" for index, _ in group]
@@ -355,7 +361,7 @@ def compile_many(
                 submit(run_batch, rest)
             for index, _ in group:
                 if index in culprits:
-                    submit(run_alone, index, culprit=True)
+                    submit(run_culprit, index, culprit=True)
             return
         if not shared.ok:  # nobody named: one bad candidate must not fail the others, build each half again
             middle = len(group) // 2

@@ -35,7 +35,7 @@ from typing import Any
 
 from builder import config
 from builder.verify import environment
-from builder.verify.compile.headers import LIGHT_HEADER_TEXT, light_variant
+from builder.verify.compile.headers import LIGHT_HEADER_TEXT, HeaderTries, light_variant
 from builder.verify.protocol.entry_points import BUILD_MODULE
 from builder.verify.sandbox.process import run_sandboxed
 from builder.verify.sandbox.suspects import compile_suspect, suspect_text
@@ -129,10 +129,13 @@ class BuildPlan:
     beside: dict[str, str] = field(default_factory=dict)
 
 
-def build_plans(source: str) -> list[BuildPlan]:
+def build_plans(source: str, tries: HeaderTries = HeaderTries.LIGHT_THEN_AS_WRITTEN) -> list[BuildPlan]:
     light = light_variant(source)
     full = BuildPlan(source)
-    return [BuildPlan(light, {config.LIGHT_HEADER_NAME: LIGHT_HEADER_TEXT}), full] if light is not None else [full]
+    if light is None or tries is HeaderTries.AS_WRITTEN:
+        return [full]
+    light_plan = BuildPlan(light, {config.LIGHT_HEADER_NAME: LIGHT_HEADER_TEXT})
+    return [light_plan] if tries is HeaderTries.LIGHT_ONLY else [light_plan, full]
 
 
 def build_key(source: str, backend: str, fast_math: bool = False, device_index: int = 0) -> str:
@@ -149,12 +152,10 @@ def recall_build(source: str, language: str, backend: str, *, cache_dir: str | P
         return None
     root = Path(cache_dir) if cache_dir else default_cache_dir()
     plans = build_plans(source)
-    for number, plan in enumerate(plans):
+    for number, plan in enumerate(plans):  # a light build that compiled; else the build as written, whatever it gave
         plan_key = _keyed(plan.text, backend, fast_math, device_index, plan.beside)[0]
         own = _read_cached(root / "builds" / plan_key[:32])
-        if own is None:
-            break  # the first build is not done: look for a shared one; a light one not done: build
-        if own.get("ok") or number == len(plans) - 1:
+        if own is not None and (own.get("ok") or number == len(plans) - 1):
             return _to_result(own, plan_key, cached_hit=True)
     key = build_key(source, backend, fast_math, device_index)
     try:
@@ -220,11 +221,11 @@ def build_extension(
     device_index: int = 0,
     isolation: str | None = None,
     cancel: threading.Event | None = None,
-    fall_back: bool = True,
+    tries: HeaderTries = HeaderTries.LIGHT_THEN_AS_WRITTEN,
 ) -> CompileResult:
-    """Build one extension from `source` (one candidate or a shared batch) or reuse the cached build: its light
-    variant first where it has one, then, where that fails to compile, the source as written (`build_plans`).
-    `fall_back=False` (a shared build, split when it fails) returns the light build's failure as it is.
+    """Build one extension from `source` (one candidate or a shared batch) or reuse the cached build: by default
+    its light variant first where it has one, then, where that fails to compile, the source as written
+    (`build_plans`; `tries` for a shared build and for a candidate a shared build's log named).
 
     Setting `cancel` (a build shutting down) kills a compile in flight: SandboxCancelled propagates and nothing
     is cached, so the next build compiles this source again rather than reading a made-up failure."""
@@ -232,13 +233,13 @@ def build_extension(
         raise ValueError(f"cannot compile language {language!r}")
     if backend == "cpu" and language == "cuda":
         return CompileResult(ok=False, error="a .cu candidate needs the cuda backend (use a .cpp file for cpu)")
-    plans = build_plans(source)
+    plans = build_plans(source, tries)
     spent_s = spent_cpu_s = 0.0
     for number, plan in enumerate(plans):
         result = _build_plan(plan, language, backend, cache_dir=cache_dir, timeout_s=timeout_s,
                              fast_math=fast_math, device_index=device_index, isolation=isolation, cancel=cancel)  # fmt: skip
         spent_s, spent_cpu_s = spent_s + result.compile_s, spent_cpu_s + result.cpu_s
-        if result.ok or result.timed_out or result.infrastructure or not fall_back or number == len(plans) - 1:
+        if result.ok or result.timed_out or result.infrastructure or number == len(plans) - 1:
             # what the failed light build cost counts in the build that followed it
             return replace(result, compile_s=spent_s, cpu_s=spent_cpu_s)
     raise AssertionError("build_plans returns at least one plan")

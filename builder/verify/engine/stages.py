@@ -42,6 +42,7 @@ from builder.verify.compile.extension import (
     recall_build,
     remember_members,
 )
+from builder.verify.compile.headers import HeaderTries
 from builder.verify.engine import work_queues
 from builder.verify.engine.baseline_cache import BaselineCache
 from builder.verify.engine.channels import Channel
@@ -142,10 +143,12 @@ class CompileStage(Stage):
         have room for, and a task refused while the reference cache was full starts at a later pair of it."""
         self.tasks.send(pair[1])
 
-    def _build(self, source: str, language: str, fall_back: bool = True) -> CompileResult:
+    def _build(
+        self, source: str, language: str, tries: HeaderTries = HeaderTries.LIGHT_THEN_AS_WRITTEN
+    ) -> CompileResult:
         o = self.options
         return build_extension(source, language, o.backend, **build_settings(o), timeout_s=o.compile_timeout_s,
-                               isolation=o.isolation, cancel=self.stop, fall_back=fall_back)  # fmt: skip
+                               isolation=o.isolation, cancel=self.stop, tries=tries)  # fmt: skip
 
     def _build_window(self, window: list, number: int, builds: BuildQueue, room: threading.Semaphore) -> None:
         """One window's candidates, each sent on as its build ends. A stopped stream kills compiles in flight and
@@ -165,7 +168,8 @@ class CompileStage(Stage):
                                   workers=self.workers, first_batch_size=first_batch_size,
                                   queue=builds, window=number, recall=partial(recall_build, backend=backend, **keyed),
                                   remember=partial(remember_members, backend=backend, **keyed), alone=alone,
-                                  build_shared=partial(self._build, fall_back=False))  # fmt: skip
+                                  build_shared=partial(self._build, tries=HeaderTries.LIGHT_ONLY),
+                                  build_culprit=partial(self._build, tries=HeaderTries.AS_WRITTEN))  # fmt: skip
         except BaseException as exc:  # noqa: BLE001 - raised by the scheduler in the stream's caller thread
             self.failures.send(exc)
         finally:

@@ -354,22 +354,29 @@ def test_a_candidate_asked_to_be_built_alone_is_built_from_its_own_source_first_
     assert [r.ok for r in results] == [True, False, True, True, True]
 
 
-def test_shared_sources_go_to_build_shared_and_candidates_alone_to_build():
-    """A shared build's failure is split (it does not try the source as written); a candidate alone does."""
+def test_shared_sources_culprits_and_candidates_alone_each_go_to_their_build():
+    """A shared build's failure is split (it does not try the source as written); a candidate its log names is built
+    by `build_culprit`; one found by bisecting, like any candidate alone, by `build`."""
     good = "#include <torch/extension.h>\ntorch::Tensor forward(torch::Tensor x) {{ return x + {n}; }}\n"
     bind = 'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward); }\n'
-    sources = [(good.format(n=n) + ("// BAD\n" if n == 2 else "") + bind, "cpp") for n in range(4)]
-    calls: list[tuple[str, bool]] = []
+    sources = [(good.format(n=n) + ("// BAD\n" if n in (2, 5) else "") + bind, "cpp") for n in range(6)]
+    calls: list[tuple[str, str]] = []
 
-    def fake_build(source: str, language: str, shared: bool = False) -> CompileResult:
-        calls.append((source, shared))
-        ok = "// BAD" not in source
-        return CompileResult(ok=ok, error=None if ok else "x.cpp: error: BAD", cache_key=str(len(calls)))
+    def fake_build(source: str, language: str, how: str = "alone") -> CompileResult:
+        calls.append((source, how))
+        if "// BAD" not in source:
+            return CompileResult(ok=True, cache_key=str(len(calls)))
+        # the first batch's log names the line of candidate 2's error; the second's names nobody
+        line = source.split("\n").index("// BAD") + 1 if how == "shared" and "x + 2;" in source else 0
+        return CompileResult(ok=False, error=f"x.cpp:{line}:1: error: BAD", cache_key=str(len(calls)),
+                             extra={"error_at": {"lines": [line] if line else [], "namespaces": []}})  # fmt: skip
 
-    results = batching.compile_many(sources, fake_build, batch_size=8, build_shared=partial(fake_build, shared=True))
-    assert [r.ok for r in results] == [True, True, False, True]
-    assert all(shared == (TORCH_EXTENSION_GLUE in source) for source, shared in calls)
-    assert (sources[2][0], False) in calls  # the culprit, alone, went to `build`
+    results = batching.compile_many(sources, fake_build, batch_size=3, build_shared=partial(fake_build, how="shared"),
+                                    build_culprit=partial(fake_build, how="culprit"))  # fmt: skip
+    assert [r.ok for r in results] == [True, True, False, True, True, False]
+    assert all((how == "shared") == (TORCH_EXTENSION_GLUE in source) for source, how in calls)
+    assert (sources[2][0], "culprit") in calls and (sources[2][0], "alone") not in calls  # named by the log
+    assert (sources[5][0], "alone") in calls and (sources[5][0], "culprit") not in calls  # found by bisecting
 
 
 TORCH_EXTENSION_GLUE = f"PYBIND11_MODULE(TORCH_EXTENSION_NAME, {batching.SHARED_MODULE_VAR})"

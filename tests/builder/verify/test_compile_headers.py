@@ -12,7 +12,7 @@ import pytest
 from builder import config
 from builder.verify.compile import extension
 from builder.verify.compile.extension import BuildPlan, CompileResult, build_extension, build_plans, recall_build
-from builder.verify.compile.headers import LIGHT_HEADER_TEXT, LIGHT_INCLUDE, light_variant
+from builder.verify.compile.headers import LIGHT_HEADER_TEXT, LIGHT_INCLUDE, HeaderTries, light_variant
 
 KERNEL = """#include <torch/extension.h>
 #include <cuda_runtime.h>
@@ -110,10 +110,13 @@ def test_a_light_build_the_machinery_or_the_clock_ended_is_not_retried(monkeypat
     assert build_extension(KERNEL, "cpp", "cpu") is not None and builds.built == ["light"]
 
 
-def test_a_shared_build_does_not_fall_back_it_is_split(monkeypatch):
+def test_a_shared_build_tries_light_only_and_a_named_culprit_as_written_only(monkeypatch):
+    """A shared build that fails is split by its log; a candidate that log named would fail its light build again."""
     builds = PlannedBuilds(light=FAILED, full=BUILT)
     monkeypatch.setattr(extension, "_build_plan", builds)
-    assert not build_extension(KERNEL, "cpp", "cpu", fall_back=False).ok and builds.built == ["light"]
+    assert not build_extension(KERNEL, "cpp", "cpu", tries=HeaderTries.LIGHT_ONLY).ok and builds.built == ["light"]
+    assert build_extension(KERNEL, "cpp", "cpu", tries=HeaderTries.AS_WRITTEN).ok and builds.built == ["light", "full"]
+    assert build_plans("int f();\n", HeaderTries.LIGHT_ONLY) == [BuildPlan("int f();\n")]  # no light variant
 
 
 def write_cached(cache_dir: Path, plan: BuildPlan, data: dict) -> None:
@@ -137,6 +140,9 @@ def test_recall_reads_the_build_as_written_only_where_the_light_one_failed(tmp_p
     other = KERNEL + "// another\n"
     write_cached(tmp_path, build_plans(other)[0], {"ok": True})
     assert recall_build(other, "cpp", "cpu", cache_dir=tmp_path).ok
+    culprit = KERNEL + "// a shared build's log named it: built as written only\n"
+    write_cached(tmp_path, BuildPlan(culprit), {"ok": False, "error": "error: its own"})
+    assert recall_build(culprit, "cpp", "cpu", cache_dir=tmp_path).error == "error: its own"
 
 
 NEEDS_THE_FRONTEND = """#include <torch/extension.h>
