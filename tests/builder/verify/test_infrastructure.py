@@ -112,8 +112,8 @@ def test_a_compiler_killed_as_it_compiles_is_the_machinerys_and_nothing_is_cache
 
 def test_a_cached_failure_that_names_the_machinery_is_not_read_back(tmp_path):
     """The failures an earlier builder cached (`compiler process ended without a result ... bwrap: execvp`) are
-    never a source's own: rebuilt, not recalled."""
-    key = compile.build_key(GOOD_CPP, "cpu")
+    never a source's own: rebuilt, not recalled. (A failure stands only for the build of the source as written.)"""
+    key = compile._keyed(GOOD_CPP, "cpu", False, 0)[0]
     entry = tmp_path / "builds" / key[:32]
     entry.mkdir(parents=True)
     error = f"compiler process ended without a result (exit code 1): {BWRAP_LINE}"
