@@ -74,3 +74,24 @@ def test_the_middle_rate_leaves_out_the_start_and_the_last_records():
     times = [10.0 + i for i in range(11)] + [60.0]
     assert figures.middle_rate(times) == 3600.0  # records 3 to 8: 5 in 5 s
     assert figures.middle_rate([1.0]) != figures.middle_rate([1.0])  # too few records: nan
+
+
+def test_the_build_counter_passes_the_engines_build_arguments_on(monkeypatch):
+    """The bench wraps the compile stage's build: what the stage asks of it (a shared build's `tries`) reaches it."""
+    from builder.verify.compile.extension import CompileResult
+    from builder.verify.compile.headers import HeaderTries
+    from builder.verify.engine import stages
+
+    asked: list[tuple] = []
+
+    def engine_build(stage, source, language, tries=HeaderTries.LIGHT_THEN_AS_WRITTEN):
+        asked.append((source, language, tries))
+        return CompileResult(ok=True, cache_key="k", cpu_s=2.0)
+
+    monkeypatch.setattr(observers, "_ENGINE_BUILD", engine_build)
+    monkeypatch.setattr(stages.CompileStage, "_build", stages.CompileStage._build)  # restored after the test
+    counter = observers.CountingVerifier.__new__(observers.CountingVerifier)
+    counter.builds, counter.members, counter.timeline = {}, {}, []
+    counter._count_builds()
+    stages.CompileStage._build(None, "src", "cuda", tries=HeaderTries.LIGHT_ONLY)
+    assert asked == [("src", "cuda", HeaderTries.LIGHT_ONLY)] and counter.builds == {"k": 2.0}
