@@ -236,8 +236,8 @@ def build_extension(
     plans = build_plans(source, tries)
     spent_s = spent_cpu_s = 0.0
     for number, plan in enumerate(plans):
-        result = _build_plan(plan, language, backend, cache_dir=cache_dir, timeout_s=timeout_s,
-                             fast_math=fast_math, device_index=device_index, isolation=isolation, cancel=cancel)  # fmt: skip
+        result = _build_plan(plan, language, backend, cache_dir=cache_dir, timeout_s=timeout_s, fast_math=fast_math,
+                             device_index=device_index, isolation=isolation, cancel=cancel)  # fmt: skip
         spent_s, spent_cpu_s = spent_s + result.compile_s, spent_cpu_s + result.cpu_s
         if result.ok or result.timed_out or result.infrastructure or number == len(plans) - 1:
             # what the failed light build cost counts in the build that followed it

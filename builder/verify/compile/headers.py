@@ -9,8 +9,8 @@ at once, 79.7 core-s a build against 51.3 (docs/benchmarks.md, "Where the start'
 So `compile/extension.py` builds a source that includes `<torch/extension.h>` first as its `light_variant`:
 that line becomes `#include "ka_torch_light.h"`, a header written beside it (`LIGHT_HEADER_TEXT`). Where that
 build fails, the source as written is built and its result stands: a compiler error in a record is always the
-full build's (`HeaderTries` says which builds a caller asks for). A line becomes one line, so a compiler's line numbers are the source's (a shared build's failure
-is blamed by them, `batching.blame`).
+full build's (`HeaderTries` says which builds a caller asks for). A line becomes one line, so a compiler's line
+numbers are the source's (a shared build's failure is blamed by them, `batching.blame`).
 """
 
 from __future__ import annotations
@@ -30,11 +30,12 @@ RAW_STRING = re.compile(r"\bR\"[^(\s]*\(")
 class HeaderTries(enum.Enum):
     """The builds `build_extension` tries, in order, for a source that has a light variant."""
 
-    LIGHT_THEN_AS_WRITTEN = (
-        "light, then as written"  # a candidate alone: where the light build fails, the other's stands
-    )
-    LIGHT_ONLY = "light only"  # a shared build: one that fails is split by its log, so it is not tried again
-    AS_WRITTEN = "as written"  # a candidate a failed shared light build's log named: its light build would fail again
+    # A candidate alone: where the light build fails, the build as written follows and its result stands.
+    LIGHT_THEN_AS_WRITTEN = "light, then as written"
+    # A shared build: one that fails is split by its log, so it is not tried again as written.
+    LIGHT_ONLY = "light only"
+    # A candidate a failed shared light build's log named: its light build would fail again.
+    AS_WRITTEN = "as written"
 
 
 def light_variant(source: str) -> str | None:
