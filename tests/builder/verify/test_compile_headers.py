@@ -58,7 +58,10 @@ def test_the_light_build_is_keyed_with_its_header_and_apart_from_the_source_as_w
     monkeypatch.setattr(extension.environment, "toolchain", lambda backend: {"cxx": "g++ 13"})
     light, full = build_plans(KERNEL)
     assert light.beside == {config.LIGHT_HEADER_NAME: LIGHT_HEADER_TEXT} and full == BuildPlan(KERNEL)
-    key_of = lambda plan, beside=None: extension._keyed(plan.text, "cpu", False, 0, beside)[0]  # noqa: E731
+
+    def key_of(plan: BuildPlan, beside: dict[str, str] | None = None) -> str:
+        return extension._keyed(plan.text, "cpu", False, 0, beside)[0]
+
     assert extension.build_key(KERNEL, "cpu") == key_of(light, light.beside)
     assert key_of(light, light.beside) not in {key_of(light), key_of(full)}  # the header's text is in the key
     assert key_of(full) == extension.cache_key(KERNEL, ["-O3"], extension.environment.torch_versions()[0], None,
