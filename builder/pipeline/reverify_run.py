@@ -22,6 +22,7 @@ from typing import Any
 from builder import config
 from builder.candidates import Candidate
 from builder.errors import InfrastructureError, NoGpuError, UsageError
+from builder.pipeline.control_gate import ControlGate
 from builder.pipeline.engine_access import ExecutorSettings, VerifierFactory, make_verify_options, real_verifier
 from builder.pipeline.executors import make_executor
 from builder.pipeline.reverify import build_report, render_markdown
@@ -194,17 +195,27 @@ def _verify(
         with progress:
             bar = progress.add_task("re-verifying", total=len(pairs))
             hidden = known_secrets()  # its report and records are published like an archive (redaction.py)
-            executor.preflight()  # a broken machine would re-verify nothing: one line, before the first candidate
-            for record in executor.stream(iter(pairs)):
-                if isinstance(record, InfrastructureFailure):  # not journaled: the next run retries it
-                    raise InfrastructureError(f"re-verification stopped, {record.kernel_name} on task "
-                                              f"{record.task_id} was not verified: {record.reason}")  # fmt: skip
-                record = redact_record(record, hidden)
-                records.append(record)
-                journal.write(json.dumps(record_to_dict(record), default=str) + "\n")
-                journal.flush()  # kept if the run is cut off: the next run resumes after it
-                correct = sum(1 for r in records if r.status == "correct")
-                progress.update(bar, advance=1, description=f"re-verifying ({correct} correct)")
+            # A broken machine re-verifies nothing: the control kernel leads the stream, and every record waits
+            # for its verdict (pipeline/control_gate.py); without one to lead, it runs before the first candidate.
+            gate = ControlGate(executor.control())
+            if gate.open:
+                executor.preflight()
+            control, rest = gate.lead(pairs)
+            streaming = [control, *rest] if control else list(rest)
+            while streaming:  # then the archive's own pair of the control kernel, if it has one (`take_deferred`)
+                for outcome in executor.stream(iter(streaming)):
+                    for record in gate.release(outcome):
+                        if isinstance(record, InfrastructureFailure):  # not journaled: the next run retries it
+                            raise InfrastructureError(f"re-verification stopped, {record.kernel_name} on task "
+                                                      f"{record.task_id} was not verified: {record.reason}")  # fmt: skip
+                        record = redact_record(record, hidden)
+                        records.append(record)
+                        journal.write(json.dumps(record_to_dict(record), default=str) + "\n")
+                        journal.flush()  # kept if the run is cut off: the next run resumes after it
+                        correct = sum(1 for r in records if r.status == "correct")
+                        progress.update(bar, advance=1, description=f"re-verifying ({correct} correct)")
+                gate.stream_ended()
+                streaming = gate.take_deferred()
     finally:
         executor.close()
         journal.close()

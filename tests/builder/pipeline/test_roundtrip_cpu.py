@@ -10,11 +10,13 @@ only evaluates the two kernels again.
 from __future__ import annotations
 
 import json
+import shutil
 
 import pyarrow.parquet as pq
 import pytest
 from pipeline_helpers import run_cli
 
+from builder import config
 from builder.pipeline.store import Store
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -59,9 +61,13 @@ def test_sakana_rows_carry_the_whole_task_program(export):
 
 
 def test_reverify_command_reports_the_archive_held_its_verdicts(e2e, export):
+    """The build's pass of the control kernel forgotten: the control leads the re-verification's stream."""
     out = e2e["root"] / "reverify-report"
+    markers = e2e["root"] / "cache" / config.PREFLIGHT_CACHE_SUBDIR
+    shutil.rmtree(markers, ignore_errors=True)
     done = run_cli("reverify", export, "--backend", "cpu", "--out", out, "--quiet", env=e2e["env"], timeout=800)
     assert done.returncode == 0, done.stderr
+    assert len(list(markers.glob("*.json"))) == 1  # the control passed, in the stream, and was remembered
     assert "2 kernel(s) re-verified on cpu" in done.stdout
     report = json.loads((out / "report.json").read_text())
     assert report["verdicts"]["confusion"] == {"correct": {"correct": 1}, "incorrect": {"incorrect": 1}}
