@@ -7,7 +7,7 @@ host compiler), and the rest of `<torch/extension.h>` was a third of a build: on
 at once, 79.7 core-s a build against 51.3 (docs/benchmarks.md, "Where the start's time goes").
 
 So `compile/extension.py` builds a source that includes `<torch/extension.h>` first as its `light_variant`:
-that line becomes `#include "ka_torch_light.h"`, a header written beside it (`LIGHT_HEADER_TEXT`). Where that
+the header that line names becomes `"ka_torch_light.h"`, written beside it (`LIGHT_HEADER_TEXT`). Where that
 build fails, the source as written is built and its result stands: a compiler error in a record is always the
 full build's (`HeaderTries` says which builds a caller asks for). A line becomes one line, so a compiler's line
 numbers are the source's (a shared build's failure is blamed by them, `batching.blame`).
@@ -20,8 +20,11 @@ import re
 
 from builder import config
 
-FULL_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<torch/extension\.h>[ \t]*$", re.MULTILINE)
-LIGHT_INCLUDE = f'#include "{config.LIGHT_HEADER_NAME}"'
+# The directive at the start of a line, in either spelling; what follows it on the line (a comment) is kept.
+FULL_INCLUDE = re.compile(r"^(?P<directive>[ \t]*#[ \t]*include[ \t]*)(?:<torch/extension\.h>|\"torch/extension\.h\")",
+                          re.MULTILINE)  # fmt: skip
+LIGHT_NAME = f'"{config.LIGHT_HEADER_NAME}"'
+LIGHT_INCLUDE = f"#include {LIGHT_NAME}"
 LIGHT_HEADER_TEXT = "#pragma once\n" + "".join(f"#include <{name}>\n" for name in config.LIGHT_HEADER_INCLUDES)
 # A raw string literal may hold a line that looks like the include; rewriting it would change the program.
 RAW_STRING = re.compile(r"\bR\"[^(\s]*\(")
@@ -39,13 +42,13 @@ class HeaderTries(enum.Enum):
 
 
 def light_variant(source: str) -> str | None:
-    """`source` with each `#include <torch/extension.h>` line made `LIGHT_INCLUDE`, or None where there is no
-    such line or the rewrite could change what the program means (a raw string literal; a line spliced onto the
-    one before it by a backslash, which may continue a string literal). A line inside a comment may be rewritten:
-    that changes nothing."""
+    """`source` with the header each `#include <torch/extension.h>` line names made `LIGHT_NAME` (the rest of the
+    line as it was), or None where there is no such line or the rewrite could change what the program means (a
+    raw string literal; a line spliced onto the one before it by a backslash, which may continue a string
+    literal). A line inside a comment may be rewritten: that changes nothing."""
     if RAW_STRING.search(source):
         return None
     found = list(FULL_INCLUDE.finditer(source))
     if not found or any(source[: match.start()].rstrip(" \t\n").endswith("\\") for match in found):
         return None
-    return FULL_INCLUDE.sub(LIGHT_INCLUDE, source)
+    return FULL_INCLUDE.sub(lambda match: match["directive"] + LIGHT_NAME, source)

@@ -28,8 +28,17 @@ def test_the_include_becomes_the_light_header_line_for_line():
     assert light is not None and light.count("\n") == KERNEL.count("\n")
     assert light.splitlines()[0] == LIGHT_INCLUDE and "torch/extension.h" not in light
     assert light.splitlines()[1:] == KERNEL.splitlines()[1:]
-    spaced = KERNEL.replace("#include <torch/extension.h>", "  #  include <torch/extension.h>  ")
-    assert light_variant(spaced).splitlines()[0] == LIGHT_INCLUDE
+    for spelling, expected in [
+        ("  #  include <torch/extension.h>  ", '  #  include "ka_torch_light.h"  '),
+        ('#include "torch/extension.h"  // all of torch', '#include "ka_torch_light.h"  // all of torch'),
+        (
+            "#include <torch/extension.h> /* a comment that\n goes on */",
+            '#include "ka_torch_light.h" /* a comment that',
+        ),
+    ]:  # either spelling; what follows the header's name on its line is kept as it was
+        other = KERNEL.replace("#include <torch/extension.h>", spelling)
+        assert light_variant(other).splitlines()[0] == expected
+        assert light_variant(other).count("\n") == other.count("\n")
     assert all(f"#include <{name}>" in LIGHT_HEADER_TEXT for name in config.LIGHT_HEADER_INCLUDES)
 
 
@@ -37,11 +46,11 @@ def test_the_include_becomes_the_light_header_line_for_line():
     "source",
     [
         "#include <pybind11/pybind11.h>\nint forward(int x) { return x; }\n",  # no torch header at all
-        '#include "torch/extension.h"\n' + KERNEL.split("\n", 1)[1],  # another spelling: built as written
+        "#include <torch/extension.hpp>\n" + KERNEL.split("\n", 1)[1],  # another header: built as written
         KERNEL + 'const char* text = R"(\n#include <torch/extension.h>\n)";\n',  # a raw string may hold the line
         'const char* s = "a\\\n#include <torch/extension.h>\n";\n' + KERNEL,  # a spliced line may be in a string
     ],
-    ids=["no-torch-header", "quoted-include", "raw-string", "spliced-line"],
+    ids=["no-torch-header", "another-header", "raw-string", "spliced-line"],
 )
 def test_sources_a_rewrite_could_change_or_that_lack_the_include_are_built_as_written(source):
     assert light_variant(source) is None
