@@ -12,7 +12,7 @@ import subprocess
 import threading
 import time
 
-from builder.verify.compile import batching
+from builder.verify.compile import shared_source
 from builder.verify.engine import stages
 from builder.verify.engine.verifier import Verifier
 from builder.verify.options import VerifyOptions
@@ -37,7 +37,7 @@ class CountingVerifier(Verifier):
         def counted(stage, source, language, *how, **how_named):
             began = time.monotonic()
             result = real_build(stage, source, language, *how, **how_named)
-            kernels = max(1, source.count(f"{batching.SHARED_MODULE_VAR}.def_submodule("))
+            kernels = max(1, source.count(f"{shared_source.SHARED_MODULE_VAR}.def_submodule("))
             if result is not None and result.cache_key:
                 counter.builds[result.cache_key] = result.cpu_s or 0.0
                 counter.members[result.cache_key] = kernels

@@ -10,7 +10,7 @@ So `compile/extension.py` builds a source that includes `<torch/extension.h>` fi
 the header that line names becomes `"ka_torch_light.h"`, written beside it (`LIGHT_HEADER_TEXT`). Where that
 build fails, the source as written is built and its result stands: a compiler error in a record is always the
 full build's (`HeaderTries` says which builds a caller asks for). A line becomes one line, so a compiler's line
-numbers are the source's (a shared build's failure is blamed by them, `batching.blame`).
+numbers are the source's (a shared build's failure is blamed by them, `shared_source.blame`).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from builder.candidates import Candidate
-from builder.verify.compile import batching
+from builder.verify.compile import batching, shared_source
 from builder.verify.compile.extension import (
     CompileResult,
     build_extension,
@@ -244,7 +244,7 @@ def test_plan_cuts_each_language_by_the_sizes_in_order():
     ],
 )
 def test_wrap_refuses_code_that_could_affect_other_candidates(snippet, fragment):
-    reason = batching.wrap_candidate(snippet + fixture("add_one.cpp"), "ka_c0")
+    reason = shared_source.wrap_candidate(snippet + fixture("add_one.cpp"), "ka_c0")
     assert isinstance(reason, str) and fragment in reason
 
 
@@ -255,11 +255,11 @@ def test_wrap_accepts_harmless_top_level_code():
         "template <typename T> T twice(T x) { return x * 2; }\nint helper(int x);\n"
         "namespace detail { inline int id(int x) { return x; } }\n"
     )
-    wrapped = batching.wrap_candidate(harmless + fixture("add_one.cpp"), "ka_c5")
+    wrapped = shared_source.wrap_candidate(harmless + fixture("add_one.cpp"), "ka_c5")
     assert not isinstance(wrapped, str), wrapped
     assert wrapped.includes == ["#include <pybind11/pybind11.h>"]
     assert wrapped.body.startswith("namespace ka_c5 {") and "void ka_register(pybind11::module_& m)" in wrapped.body
-    assert "PYBIND11_MODULE" not in batching.mask_source(wrapped.body)
+    assert "PYBIND11_MODULE" not in shared_source.mask_source(wrapped.body)
 
 
 def test_compiler_excerpt_keeps_the_first_error_lines():
@@ -322,7 +322,7 @@ def test_builds_start_in_the_candidates_order_the_first_alone_before_any_shared_
     started: list[int] = []
 
     def fake_build(source: str, language: str) -> CompileResult:
-        started.append(source.count(f"{batching.SHARED_MODULE_VAR}.def_submodule(") or 1)  # kernels in the build
+        started.append(source.count(f"{shared_source.SHARED_MODULE_VAR}.def_submodule(") or 1)  # kernels in the build
         return CompileResult(ok=True, cache_key=str(len(started)))
 
     with ThreadPoolExecutor(1) as executor:  # one worker: builds run in the order they were handed over
@@ -379,7 +379,7 @@ def test_shared_sources_culprits_and_candidates_alone_each_go_to_their_build():
     assert (sources[5][0], "alone") in calls and (sources[5][0], "culprit") not in calls  # found by bisecting
 
 
-TORCH_EXTENSION_GLUE = f"PYBIND11_MODULE(TORCH_EXTENSION_NAME, {batching.SHARED_MODULE_VAR})"
+TORCH_EXTENSION_GLUE = f"PYBIND11_MODULE(TORCH_EXTENSION_NAME, {shared_source.SHARED_MODULE_VAR})"
 
 
 def test_a_bisect_into_a_closed_pool_ends_instead_of_waiting_forever():
@@ -464,17 +464,17 @@ def test_error_locations_read_nvcc_gcc_and_mangled_names():
 def test_blame_bisects_when_an_error_lies_outside_every_candidate():
     source = "#include <x>\nnamespace ka_c0 {\nint a;\n}  // namespace ka_c0\nnamespace ka_c1 {\nint b;\n}  // namespace ka_c1\n"
     located = CompileResult(ok=False, extra={"error_at": {"lines": [6], "namespaces": []}})
-    assert batching.blame(located, source) == {1}
+    assert shared_source.blame(located, source) == {1}
     include_error = CompileResult(ok=False, extra={"error_at": {"lines": [1, 6], "namespaces": []}})
-    assert batching.blame(include_error, source) == set()  # an include line: who brought it is not known
-    assert batching.blame(CompileResult(ok=False), source) == set()
+    assert shared_source.blame(include_error, source) == set()  # an include line: who brought it is not known
+    assert shared_source.blame(CompileResult(ok=False), source) == set()
 
 
 @real_build
 def test_a_real_compiler_log_blames_the_broken_member_of_its_shared_build(build, mixed_batch):
     sources = [(fixture("add_three.cpp"), "cpp"), (fixture("uses_define.cpp"), "cpp"), (fixture("broken.cpp"), "cpp")]
     (group,), _, _ = batching.plan_batches(sources)
-    source = batching.shared_source([w for _, w in group], [f"c{i}" for i, _ in group])
+    source = shared_source.shared_source([w for _, w in group], [f"c{i}" for i, _ in group])
     failed = build(source, "cpp")  # the mixed batch's failed shared build, from the cache
     assert failed.cached and not failed.ok
-    assert batching.blame(failed, source) == {2}
+    assert shared_source.blame(failed, source) == {2}
