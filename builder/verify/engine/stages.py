@@ -161,8 +161,7 @@ class CompileStage(Stage):
             first_batch_size = config.COMPILE_FIRST_BATCH_SIZE if number == 0 else None  # the start's ramp
             # The control kernel is built on its own: a build keeps no record until the control's has come
             # (pipeline/control_gate.py), and another member's compile error would build it a second time.
-            control = _control_source(backend)
-            alone = [index for index, (candidate, _) in enumerate(window) if candidate.source == control]
+            alone = [index for index, (candidate, _) in enumerate(window) if _is_control(candidate, backend)]
             batching.compile_many([(c.source, c.language) for c, _ in window], self._build, self.options.batch_size,
                                   on_result=lambda index, result: self.built.send(Built(*window[index], result)),
                                   workers=self.workers, first_batch_size=first_batch_size,
@@ -233,8 +232,7 @@ class EvaluateStage(Stage):
                 usable = usable and work_queues.fitting(candidate, options) is options
                 milestones.mark("first_build_taken")
                 pooled = self.pool.take() if usable else None
-                control = candidate.generator == config.INFRA_CONTROL_GENERATOR and \
-                    candidate.source == _control_source(options.backend)  # the build's records wait for it  # fmt: skip
+                control = _is_control(candidate, options.backend)  # the build's records wait for it
                 evaluated = start_evaluation(compiled, candidate, task, replace(options, first_in_line=control),
                                              pooled, self.references, self.confirm)  # fmt: skip
                 milestones.mark("first_evaluation_returned")
@@ -269,6 +267,12 @@ class FinishStage(Stage):
 
 def device_options(options: VerifyOptions, device_index: int) -> VerifyOptions:
     return replace(options, device_index=device_index)
+
+
+def _is_control(candidate: Candidate, backend: str) -> bool:
+    """The stream's control kernel (`preflight.control_pair`): its generator and its source both, so that a candidate
+    that only calls itself "control" gets none of its treatment."""
+    return candidate.generator == config.INFRA_CONTROL_GENERATOR and candidate.source == _control_source(backend)
 
 
 @cache
