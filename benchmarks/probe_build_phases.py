@@ -8,9 +8,12 @@ stream's first window starts them. Then the host compiler on torch's headers alo
 pybind11 module that binds `forward` (what a build would save by moving the binding to a `.cpp` of its own), and
 that `.cpp` against a gcc precompiled header of `<torch/extension.h>`. `--headers full,light` repeats the builds
 with the candidate's `<torch/extension.h>` replaced by the two headers a CUDA kernel's code and its binding need
-(`LIGHT_HEADERS`). Run it on an otherwise idle GPU machine:
+(`LIGHT_HEADERS`). `lean` goes further: torch's own `torch/types.h` (the `torch::` names, its factories) without
+its `<ATen/ATen.h>` and `<torch/library.h>`, ATen's headers taken one operator at a time (`AT_PER_OPERATOR_HEADERS`,
+as torch builds itself), so that only the Tensor class, the factories, the dispatch macros and the operators on
+tensors are parsed (`lean_header`). Run it on an otherwise idle GPU machine:
 
-    python benchmarks/probe_build_phases.py [--candidate PATH] [--parallel 8] [--headers full,light] [--no-host] [--out DIR]
+    python benchmarks/probe_build_phases.py [--candidate PATH] [--parallel 8] [--headers full,light,lean] [--no-host] [--out DIR]
 """
 
 from __future__ import annotations
@@ -49,12 +52,30 @@ print(json.dumps({"import_torch_s": imported - started, "load_s": done - importe
 
 FULL_HEADER = "#include <torch/extension.h>"
 LIGHT_HEADERS = "#include <torch/types.h>\n#include <torch/csrc/utils/pybind.h>"
+LEAN_NAME = "ka_torch_lean.h"
+LEAN_DROPPED = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<(?:ATen/ATen\.h|torch/library\.h)>[ \t]*$", re.MULTILINE)
+LEAN_FIRST = ("ATen/core/Tensor.h", "ATen/Dispatch.h", "ATen/TensorOperators.h", "torch/csrc/utils/pybind.h")
 
 BINDING = """
 #include <torch/extension.h>
 torch::Tensor forward(torch::Tensor x, torch::Tensor w, c10::optional<torch::Tensor> b);
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward, "forward"); }
 """
+
+
+def lean_header() -> str:
+    """The `lean` header set: the installed torch's `torch/types.h`, its two whole-library includes dropped."""
+    from torch.utils import cpp_extension
+
+    found = [Path(root) / "torch" / "types.h" for root in cpp_extension.include_paths()]
+    types_h = next((path for path in found if path.is_file()), None)
+    if types_h is None:
+        raise SystemExit("torch/types.h is not under torch's include paths")
+    text = types_h.read_text()
+    if len(LEAN_DROPPED.findall(text)) != 2:
+        raise SystemExit(f"{types_h} does not include <ATen/ATen.h> and <torch/library.h> as expected")
+    first = "".join(f"#include <{name}>\n" for name in LEAN_FIRST)
+    return "#pragma once\n#define AT_PER_OPERATOR_HEADERS\n" + first + LEAN_DROPPED.sub("", text)
 
 
 def build_once(source: Path, work: Path, label: str) -> dict:
@@ -137,7 +158,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--candidate", type=Path, default=DEFAULT_CANDIDATE)
     parser.add_argument("--parallel", type=int, default=8)
-    parser.add_argument("--headers", default="full", help="comma-separated: full (the candidate as written), light")
+    parser.add_argument("--headers", default="full", help="comma-separated: full (the candidate as written), light, lean")
     parser.add_argument("--no-host", action="store_true", help="skip the host compiler's figures")
     parser.add_argument("--out", type=Path, default=None, help="write the figures here as JSON")
     args = parser.parse_args()
@@ -145,18 +166,21 @@ def main() -> int:
         print(f"no such candidate: {args.candidate}", file=sys.stderr)
         return 2
     header_sets = [name.strip() for name in args.headers.split(",") if name.strip()]
-    if not header_sets or set(header_sets) - {"full", "light"}:
-        print(f"--headers takes full and light, not {args.headers!r}", file=sys.stderr)
+    if not header_sets or set(header_sets) - {"full", "light", "lean"}:
+        print(f"--headers takes full, light and lean, not {args.headers!r}", file=sys.stderr)
         return 2
     text = args.candidate.read_text()
-    if "light" in header_sets and FULL_HEADER not in text:
-        print(f"{args.candidate} does not include <torch/extension.h>: no light variant", file=sys.stderr)
+    if set(header_sets) - {"full"} and FULL_HEADER not in text:
+        print(f"{args.candidate} does not include <torch/extension.h>: no light or lean variant", file=sys.stderr)
         return 2
     work = Path(tempfile.mkdtemp(prefix="ka-probe-build-"))
     report: dict = {"candidate": str(args.candidate.relative_to(ROOT)), "cores": len(os.sched_getaffinity(0))}
+    variants = {"full": text, "light": text.replace(FULL_HEADER, LIGHT_HEADERS),
+                "lean": text.replace(FULL_HEADER, f'#include "{LEAN_NAME}"')}  # fmt: skip
     for header_set in header_sets:
-        source_text = text if header_set == "full" else text.replace(FULL_HEADER, LIGHT_HEADERS)
-        report[header_set] = probe_header_set(source_text, work / header_set, args.parallel, header_set)
+        beside = {LEAN_NAME: lean_header()} if header_set == "lean" else {}
+        report[header_set] = probe_header_set(variants[header_set], work / header_set, args.parallel, header_set,
+                                              beside)  # fmt: skip
     if not args.no_host:
         report["host"] = host_figures(work / header_sets[0] / "alone", work)
         for name, value in report["host"].items():
@@ -167,9 +191,12 @@ def main() -> int:
     return 0
 
 
-def probe_header_set(text: str, work: Path, parallel: int, label: str) -> dict:
-    """One build alone, then `parallel` at once, of `text` (a variant comment each: nothing served from a cache)."""
+def probe_header_set(text: str, work: Path, parallel: int, label: str, beside: dict[str, str]) -> dict:
+    """One build alone, then `parallel` at once, of `text` (a variant comment each: nothing served from a cache),
+    with the files `beside` (name: text) in the sources' folder."""
     work.mkdir(parents=True)
+    for name, content in beside.items():
+        (work / name).write_text(content)
     sources = []
     for index in range(parallel + 1):
         path = work / f"candidate_{index}.cu"

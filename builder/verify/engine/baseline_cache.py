@@ -17,7 +17,7 @@ import logging
 import shutil
 import tempfile
 import threading
-from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,11 +97,10 @@ class BaselineCache:
         """The task's baseline, measured on first use (or by `prewarm`). `refresh`: measure again, once per task
         per build (an evaluation found the machine's eager speed moved away from the cached figure)."""
         warming = self._warming.get(self.key(task, options))
-        if warming is not None:
-            try:
-                warming.result()
-            except CancelledError:
-                pass
+        # An early measurement still queued is taken out and made here at once: a build of many tasks queues
+        # every task's at its start, and a kernel waits for its own task's baseline, not for those ahead of it.
+        if warming is not None and not warming.cancel():
+            warming.result()  # running (or done): its exceptions are its own (`_measure_early`)
         return self._measure(task, options, refresh=refresh)
 
     def _measure(self, task: Task, options: VerifyOptions, refresh: bool = False,

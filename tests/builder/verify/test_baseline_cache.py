@@ -50,3 +50,26 @@ def test_no_baseline_is_measured_early_on_the_cpu_backend(tmp_path, measured):
     with ThreadPoolExecutor(1) as warmers:
         BaselineCache(tmp_path).prewarm(load_suite().get("1/1"), VerifyOptions(backend="cpu"), warmers)
     assert measured == []
+
+
+def test_a_kernel_waits_for_its_own_tasks_baseline_not_for_those_queued_ahead_of_it(tmp_path, monkeypatch):
+    suite = load_suite()
+    ahead, own = suite.get("1/1"), suite.get("1/2")
+    release, began = threading.Event(), []
+
+    def measure(self, task, options, **_):
+        began.append(task.id)
+        if task.id == ahead.id:
+            release.wait(10)  # the only early worker is busy with the task ahead
+
+    monkeypatch.setattr(BaselineCache, "_measure", measure)
+    cache, options = BaselineCache(tmp_path), VerifyOptions(backend="cuda")
+    with ThreadPoolExecutor(1) as warmers:
+        cache.prewarm(ahead, options, warmers)
+        cache.prewarm(own, options, warmers)
+        while not began:
+            time.sleep(0.01)
+        cache.get(own, options)  # returns while the task ahead is still being measured
+        assert began == [ahead.id, own.id]
+        release.set()
+    assert began == [ahead.id, own.id]  # the queued early measurement was taken out, not made a second time
