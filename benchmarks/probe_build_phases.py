@@ -158,7 +158,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--candidate", type=Path, default=DEFAULT_CANDIDATE)
     parser.add_argument("--parallel", type=int, default=8)
-    parser.add_argument("--headers", default="full", help="comma-separated: full (the candidate as written), light, lean")
+    parser.add_argument("--headers", default="full", help="comma-separated: full (as written), light, lean")
     parser.add_argument("--no-host", action="store_true", help="skip the host compiler's figures")
     parser.add_argument("--out", type=Path, default=None, help="write the figures here as JSON")
     args = parser.parse_args()
