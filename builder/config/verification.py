@@ -120,6 +120,23 @@ SCRATCH_PREFIXES = {"compile": "ka-compile-", "evaluation": "ka-eval-", "baselin
 # kernel's code and its binding need, a third of a build's parse (builder/verify/compile/headers.py).
 LIGHT_HEADER_NAME = "ka_torch_light.h"
 LIGHT_HEADER_INCLUDES = ("torch/types.h", "torch/csrc/utils/pybind.h")
+# Before it, a kernel whose torch names all fit is built against a leaner one: torch's own `torch/types.h` without
+# its `<ATen/ATen.h>` and `<torch/library.h>`, ATen's operators one header each (`AT_PER_OPERATOR_HEADERS`, as torch
+# builds itself), after these headers: the Tensor class, the dispatch macros, the operators on tensors, pybind11's.
+LEAN_HEADER_NAME = "ka_torch_lean.h"
+LEAN_HEADER_FIRST = ("ATen/core/Tensor.h", "ATen/Dispatch.h", "ATen/TensorOperators.h", "torch/csrc/utils/pybind.h")
+LEAN_HEADER_DROPPED = ("ATen/ATen.h", "torch/library.h")  # from torch/types.h
+# The `torch::` and `at::` names a lean build declares beyond the Tensor class's methods (a kernel naming another is
+# built against the light headers first; one that calls itself wrong only costs a build, never changes a verdict):
+# torch's factories (torch/csrc/autograd/generated/variable_factories.h), the types, `cuda` (the kernel's own
+# includes declare what is in it), and every `k...` constant (dtypes, devices, layouts).
+LEAN_TORCH_NAMES = frozenset({
+    "Tensor", "TensorOptions", "ScalarType", "Scalar", "Dtype", "Device", "DeviceType", "Layout", "MemoryFormat",
+    "IntArrayRef", "ArrayRef", "optional", "nullopt", "Half", "BFloat16", "Generator", "cuda",
+    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
+    "arange", "from_blob", "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "eye", "linspace",
+    "scalar_tensor", "normal", "range", "dtype", "device", "requires_grad",
+})  # fmt: skip
 CPU_EXTENSION_CFLAGS = CUDA_EXTENSION_CFLAGS = ("-O3",)  # no --use_fast_math: numerics (VerifyOptions.fast_math)
 CUDA_FAST_MATH_FLAG = "--use_fast_math"
 

@@ -84,7 +84,7 @@ def test_the_build_counter_passes_the_engines_build_arguments_on(monkeypatch):
 
     asked: list[tuple] = []
 
-    def engine_build(stage, source, language, tries=HeaderTries.LIGHT_THEN_AS_WRITTEN):
+    def engine_build(stage, source, language, tries=HeaderTries.EVERY_RUNG):
         asked.append((source, language, tries))
         return CompileResult(ok=True, cache_key="k", cpu_s=2.0)
 
@@ -93,5 +93,5 @@ def test_the_build_counter_passes_the_engines_build_arguments_on(monkeypatch):
     counter = observers.CountingVerifier.__new__(observers.CountingVerifier)
     counter.builds, counter.members, counter.timeline = {}, {}, []
     counter._count_builds()
-    stages.CompileStage._build(None, "src", "cuda", tries=HeaderTries.LIGHT_ONLY)
-    assert asked == [("src", "cuda", HeaderTries.LIGHT_ONLY)] and counter.builds == {"k": 2.0}
+    stages.CompileStage._build(None, "src", "cuda", tries=HeaderTries.LIGHTEST_ONLY)
+    assert asked == [("src", "cuda", HeaderTries.LIGHTEST_ONLY)] and counter.builds == {"k": 2.0}

@@ -12,9 +12,10 @@ build, or the shared build it was a member of (`remember_members` notes each mem
 `<build cache>/members/`). A resumed or re-sized run batches differently, and a shared build's key is that of
 its whole source.
 
-A source that includes `<torch/extension.h>` is built first against the headers a kernel needs
-(`headers.light_variant`); where that fails, the source as written is built, and that result stands. Each is
-cached under its own key: `build_key` is the first's, and `recall_build` reads the second where the first failed.
+A source that includes `<torch/extension.h>` is built first against the headers a kernel needs, up a ladder
+(`headers.variants`: lean where the kernel fits it, light, then the source as written); where one fails the next is
+built, and the last one built stands. Each is cached under its own key: `build_key` is the lightest's, and
+`recall_build` reads the next where one failed.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from typing import Any
 
 from builder import config
 from builder.verify import environment
-from builder.verify.compile.headers import LIGHT_HEADER_TEXT, HeaderTries, light_variant
+from builder.verify.compile.headers import HeaderTries, variants
 from builder.verify.protocol.entry_points import BUILD_MODULE
 from builder.verify.sandbox.process import run_sandboxed
 from builder.verify.sandbox.suspects import compile_suspect, suspect_text
@@ -122,20 +123,20 @@ def _keyed(
 
 @dataclass(frozen=True)
 class BuildPlan:
-    """What `build_extension` compiles for one source: the text and the files beside it, light first where
-    there is a light variant (`headers.light_variant`), then the source as written."""
+    """What `build_extension` compiles for one source: the text and the files beside it (`headers.variants`: lean
+    where the kernel fits it, light, then the source as written)."""
 
     text: str
     beside: dict[str, str] = field(default_factory=dict)
 
 
-def build_plans(source: str, tries: HeaderTries = HeaderTries.LIGHT_THEN_AS_WRITTEN) -> list[BuildPlan]:
-    light = light_variant(source)
-    full = BuildPlan(source)
-    if light is None or tries is HeaderTries.AS_WRITTEN:
-        return [full]
-    light_plan = BuildPlan(light, {config.LIGHT_HEADER_NAME: LIGHT_HEADER_TEXT})
-    return [light_plan] if tries is HeaderTries.LIGHT_ONLY else [light_plan, full]
+def build_plans(source: str, tries: HeaderTries = HeaderTries.EVERY_RUNG) -> list[BuildPlan]:
+    rungs = [BuildPlan(text, beside) for text, beside in variants(source)]
+    if tries is HeaderTries.LIGHTEST_ONLY:
+        return rungs[:1]
+    if tries is HeaderTries.AFTER_LIGHTEST:
+        return rungs[1:] or rungs
+    return rungs
 
 
 def build_key(source: str, backend: str, fast_math: bool = False, device_index: int = 0) -> str:
@@ -152,7 +153,7 @@ def recall_build(source: str, language: str, backend: str, *, cache_dir: str | P
         return None
     root = Path(cache_dir) if cache_dir else default_cache_dir()
     plans = build_plans(source)
-    for number, plan in enumerate(plans):  # a light build that compiled; else the build as written, whatever it gave
+    for number, plan in enumerate(plans):  # the lightest build that compiled; else the build as written, whatever it gave
         plan_key = _keyed(plan.text, backend, fast_math, device_index, plan.beside)[0]
         own = _read_cached(root / "builds" / plan_key[:32])
         if own is not None and (own.get("ok") or number == len(plans) - 1):
@@ -221,10 +222,10 @@ def build_extension(
     device_index: int = 0,
     isolation: str | None = None,
     cancel: threading.Event | None = None,
-    tries: HeaderTries = HeaderTries.LIGHT_THEN_AS_WRITTEN,
+    tries: HeaderTries = HeaderTries.EVERY_RUNG,
 ) -> CompileResult:
     """Build one extension from `source` (one candidate or a shared batch) or reuse the cached build: by default
-    its light variant first where it has one, then, where that fails to compile, the source as written
+    its lightest variant first, then, where that fails to compile, the next, up to the source as written
     (`build_plans`; `tries` for a shared build and for a candidate a shared build's log named).
 
     Setting `cancel` (a build shutting down) kills a compile in flight: SandboxCancelled propagates and nothing
@@ -240,7 +241,7 @@ def build_extension(
                              device_index=device_index, isolation=isolation, cancel=cancel)  # fmt: skip
         spent_s, spent_cpu_s = spent_s + result.compile_s, spent_cpu_s + result.cpu_s
         if result.ok or result.timed_out or result.infrastructure or number == len(plans) - 1:
-            # what the failed light build cost counts in the build that followed it
+            # what the failed lighter builds cost counts in the build that followed them
             return replace(result, compile_s=spent_s, cpu_s=spent_cpu_s)
     raise AssertionError("build_plans returns at least one plan")
 

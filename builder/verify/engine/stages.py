@@ -144,7 +144,7 @@ class CompileStage(Stage):
         self.tasks.send(pair[1])
 
     def _build(
-        self, source: str, language: str, tries: HeaderTries = HeaderTries.LIGHT_THEN_AS_WRITTEN
+        self, source: str, language: str, tries: HeaderTries = HeaderTries.EVERY_RUNG
     ) -> CompileResult:
         o = self.options
         return build_extension(source, language, o.backend, **build_settings(o), timeout_s=o.compile_timeout_s,
@@ -167,8 +167,8 @@ class CompileStage(Stage):
                                   workers=self.workers, first_batch_size=first_batch_size,
                                   queue=builds, window=number, recall=partial(recall_build, backend=backend, **keyed),
                                   remember=partial(remember_members, backend=backend, **keyed), alone=alone,
-                                  build_shared=partial(self._build, tries=HeaderTries.LIGHT_ONLY),
-                                  build_culprit=partial(self._build, tries=HeaderTries.AS_WRITTEN))  # fmt: skip
+                                  build_shared=partial(self._build, tries=HeaderTries.LIGHTEST_ONLY),
+                                  build_culprit=partial(self._build, tries=HeaderTries.AFTER_LIGHTEST))  # fmt: skip
         except BaseException as exc:  # noqa: BLE001 - raised by the scheduler in the stream's caller thread
             self.failures.send(exc)
         finally:
