@@ -143,9 +143,7 @@ class CompileStage(Stage):
         have room for, and a task refused while the reference cache was full starts at a later pair of it."""
         self.tasks.send(pair[1])
 
-    def _build(
-        self, source: str, language: str, tries: HeaderTries = HeaderTries.EVERY_RUNG
-    ) -> CompileResult:
+    def _build(self, source: str, language: str, tries: HeaderTries = HeaderTries.EVERY_RUNG) -> CompileResult:
         o = self.options
         return build_extension(source, language, o.backend, **build_settings(o), timeout_s=o.compile_timeout_s,
                                isolation=o.isolation, cancel=self.stop, tries=tries)  # fmt: skip

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from builder import config
-from builder.verify.compile import extension
+from builder.verify.compile import extension, headers
 from builder.verify.compile.extension import BuildPlan, CompileResult, build_extension, build_plans, recall_build
-from builder.verify.compile import headers
 from builder.verify.compile.headers import (
     LEAN_INCLUDE,
     LIGHT_HEADER_TEXT,
