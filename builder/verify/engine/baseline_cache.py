@@ -46,6 +46,7 @@ class BaselineCache:
         self._lock = threading.Lock()
         self._failed: set[str] = set()  # keys whose baseline failed in this build: not retried per candidate
         self._warming: dict[str, Future] = {}
+        self._needed: dict[str, threading.Event] = {}  # set once a kernel waits for an early measurement
         self._refreshed: set[str] = set()  # keys measured again in this build
         self._key_locks: dict[str, threading.Lock] = {}
         self.children_s: list[float] = []  # wall seconds of each baseline child run (the throughput benchmark)
@@ -63,8 +64,9 @@ class BaselineCache:
     def prewarm(self, task: Task, options: VerifyOptions, executor: ThreadPoolExecutor,
                 cancel: threading.Event | None = None, after: threading.Event | None = None) -> None:  # fmt: skip
         """Measure the task's baseline early, in a parallel child, rather than when its first correct kernel asks
-        (its torch.compile build then overlaps compiles and evaluations; only its timing owns the device), once
-        `after` is set (the build's first clean reference ended). CUDA only: on the CPU backend the build would
+        (its torch.compile build then overlaps compiles and evaluations; only its timing owns the device, and
+        only while no kernel wants the device, until one waits for this baseline), once `after` is set (the
+        build's first clean reference ended). CUDA only: on the CPU backend the build would
         take the cores the candidates' own builds and timing need, for tasks that may never have a correct
         kernel."""
         if options.backend != "cuda":
@@ -73,15 +75,16 @@ class BaselineCache:
         with self._lock:
             if key in self._warming or (self.directory / f"{key}.json").exists():
                 return
-            self._warming[key] = executor.submit(self._measure_early, task, options, cancel, after)
+            needed = self._needed[key] = threading.Event()
+            self._warming[key] = executor.submit(self._measure_early, task, options, cancel, after, needed)
 
     def _measure_early(self, task: Task, options: VerifyOptions, cancel: threading.Event | None,
-                       after: threading.Event | None = None) -> None:  # fmt: skip
+                       after: threading.Event | None = None, needed: threading.Event | None = None) -> None:  # fmt: skip
         while after is not None and not after.wait(0.1):
             if cancel is not None and cancel.is_set():
                 return  # the build is stopping before its first reference: a later build measures it
         try:
-            self._measure(task, options, cancel=cancel)
+            self._measure(task, options, cancel=cancel, early=needed)
         except SandboxCancelled:
             pass  # the build is stopping; a later build measures it
         except Exception as exc:  # noqa: BLE001 - an early start is an optimisation; get() reports failures
@@ -96,15 +99,20 @@ class BaselineCache:
     def get(self, task: Task, options: VerifyOptions, refresh: bool = False) -> dict[str, Any] | None:
         """The task's baseline, measured on first use (or by `prewarm`). `refresh`: measure again, once per task
         per build (an evaluation found the machine's eager speed moved away from the cached figure)."""
-        warming = self._warming.get(self.key(task, options))
+        key = self.key(task, options)
+        warming = self._warming.get(key)
         # An early measurement still queued is taken out and made here at once: a build of many tasks queues
         # every task's at its start, and a kernel waits for its own task's baseline, not for those ahead of it.
+        # One under way is needed now: its turn on the device no longer gives way to the kernels' checks.
         if warming is not None and not warming.cancel():
-            warming.result()  # running (or done): its exceptions are its own (`_measure_early`)
+            self._needed[key].set()
+            warming.result()  # its exceptions are its own (`_measure_early`)
         return self._measure(task, options, refresh=refresh)
 
-    def _measure(self, task: Task, options: VerifyOptions, refresh: bool = False,
-                 cancel: threading.Event | None = None) -> dict[str, Any] | None:  # fmt: skip
+    def _measure(self, task: Task, options: VerifyOptions, refresh: bool = False, cancel: threading.Event | None = None,
+                 early: threading.Event | None = None) -> dict[str, Any] | None:  # fmt: skip
+        """`early`: measured ahead of need, its timing giving way to the kernels' use of the device until this is set
+        (`DeviceGate.acquire_exclusive`)."""
         self.directory.mkdir(parents=True, exist_ok=True)
         key = self.key(task, options)
         path = self.directory / f"{key}.json"
@@ -129,8 +137,8 @@ class BaselineCache:
                 # driver's work queues, as users run it (work_queues.py).
                 result, outcome = run_in_turn(job, scratch, work_queues.driver_default(options),
                                               config.BASELINE_TIMEOUT_S, "baseline",
-                                              exclusive=True, member_while_setting_up=True, env_extra=env,
-                                              writable=writable, cancel=cancel)  # fmt: skip
+                                              exclusive=True, member_while_setting_up=True, early=early,
+                                              env_extra=env, writable=writable, cancel=cancel)  # fmt: skip
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
             self.children_s.append(outcome.wall_s)

@@ -7,7 +7,9 @@ but a timing window must see the device as if it were alone on it:
   measured run and an Nsight Compute child's turn (loading the candidate, its first call, the profiled range)
   under the *exclusive* hold, which starts only once no checks are in flight (a child's hold ends once its
   outputs are copied to the host, its work synchronised, so none of it is left queued) and keeps new checks
-  from starting until it ends. Waiting owners go first: a stream of checks cannot starve timing.
+  from starting until it ends. Waiting owners go first: a stream of checks cannot starve timing. An owner ahead
+  of need (a baseline measured before any kernel asked for it) is the exception: it goes only while nothing else
+  wants the device, until a kernel waits for it (`acquire_exclusive`'s `early`).
 - On CUDA builds a few cores per GPU are kept for its timing windows (`keep_timing_cores`): every sandboxed
   child starts on the other cores, and the process that owns the device moves onto them.
 - A waiting owner need not wait for a long check to end: between two steps of its checks (its GPU work
@@ -73,6 +75,7 @@ class DeviceGate:
         self._owner: object | None = None
         self._owners_waiting = 0
         self._firsts_waiting = 0  # owners waiting with `first`: the others wait for them
+        self._earlies_waiting = 0  # owners waiting ahead of need (`early`): nobody waits for them
         self._owned_since = 0.0
         self._purpose = ""
         self._members: set[Pausable] = set()
@@ -100,7 +103,7 @@ class DeviceGate:
         self._since = now
         if self._owner is not None:
             self._state = "owned"
-        elif self._owners_waiting:
+        elif self._pressing():
             self._state = "draining"
         else:
             self._state = "shared" if self._sharing else "unheld"
@@ -124,7 +127,7 @@ class DeviceGate:
     def acquire_shared(self, abort: threading.Event | None = None) -> bool:
         """Hold the device shared; False (nothing held) when `abort` is set first."""
         with self._cond:
-            while self._owner is not None or self._owners_waiting:
+            while self._owner is not None or self._pressing():
                 if abort is not None and abort.is_set():
                     return False
                 self._cond.wait(0.05 if abort is not None else None)
@@ -144,25 +147,37 @@ class DeviceGate:
 
     # -- exclusive: timing, baselines, ncu ------------------------------------------------------------
     def acquire_exclusive(self, holder: object, purpose: str = "timing", abort: threading.Event | None = None,
-                          first: bool = False) -> bool:  # fmt: skip
+                          first: bool = False, early: threading.Event | None = None) -> bool:  # fmt: skip
         """Own the device; every member but `holder` is stopped until `release_exclusive`. False (nothing
         held) when `abort` is set first. `first`: before every other waiting owner (the control kernel's window,
-        whose verdict a build's records wait for: pipeline/control_gate.py)."""
+        whose verdict a build's records wait for: pipeline/control_gate.py). `early`: an owner ahead of need (a
+        baseline measured before any kernel asked for it) that also waits while checks hold the device or another
+        owner waits, and holds up no check meanwhile, until `early` is set (a kernel now waits for it)."""
         waited = time.monotonic()
+        ahead = early is not None and not early.is_set()
         with self._cond:
             self._owners_waiting += 1
             self._firsts_waiting += first
+            self._earlies_waiting += ahead
             self._changed()
-            for watcher in self._owner_watchers:
-                watcher.set()
+            if not ahead:
+                self._tell_watchers()
             try:
-                while self._owner is not None or self._sharing or (self._firsts_waiting and not first):
+                while True:
+                    if ahead and early is not None and early.is_set():  # needed now: an owner like the others
+                        ahead = False
+                        self._earlies_waiting -= 1
+                        self._tell_watchers()
+                    busy = self._owner is not None or self._sharing or (self._firsts_waiting and not first)
+                    if not busy and not (ahead and self._pressing()):
+                        break
                     if abort is not None and abort.is_set():
                         return False
-                    self._cond.wait(0.05 if abort is not None else None)
+                    self._cond.wait(0.05 if abort is not None or ahead else None)
             finally:
                 self._owners_waiting -= 1
                 self._firsts_waiting -= first
+                self._earlies_waiting -= ahead
                 self._changed()
                 if first:  # the owners that waited for it look again
                     self._cond.notify_all()
@@ -210,14 +225,22 @@ class DeviceGate:
 
     def owner_waiting(self) -> bool:
         """An owner waits for the checks in flight: a checking child that can yield (between steps) should."""
-        return self._owners_waiting > 0
+        return self._pressing() > 0
+
+    def _pressing(self) -> int:
+        """Owners waiting that checks give way to: all but those ahead of need."""
+        return self._owners_waiting - self._earlies_waiting
+
+    def _tell_watchers(self) -> None:
+        for watcher in self._owner_watchers:
+            watcher.set()
 
     def watch_owners(self, event: threading.Event) -> None:
         """Set `event` whenever an owner starts to wait: a checking child's watcher that looks for its files
         at leisure hears of a waiting owner at once."""
         with self._cond:
             self._owner_watchers.add(event)
-            if self._owners_waiting:
+            if self._pressing():
                 event.set()
 
     def unwatch_owners(self, event: threading.Event) -> None:
@@ -258,9 +281,11 @@ class DeviceTurn(threading.Thread):
     ncu's report and the exit take seconds the device need not wait for."""
 
     def __init__(self, gate: DeviceGate, ready: Path, go: Path, purpose: str, exclusive: bool = True,
-                 member_while_setting_up: bool = False, done: Path | None = None) -> None:  # fmt: skip
+                 member_while_setting_up: bool = False, done: Path | None = None,
+                 early: threading.Event | None = None) -> None:  # fmt: skip
         super().__init__(daemon=True, name=f"ka-turn-{purpose}")
         self.gate, self.ready, self.go, self.purpose, self.exclusive = gate, ready, go, purpose, exclusive
+        self.early = early  # an exclusive turn ahead of need (`DeviceGate.acquire_exclusive`)
         self.member_while_setting_up = member_while_setting_up
         self.done_word = done if exclusive else None
         self.done = threading.Event()
@@ -288,7 +313,7 @@ class DeviceTurn(threading.Thread):
         self.process.hold_clock()
         try:
             if self.exclusive:
-                holds = self.gate.acquire_exclusive(self._holder(), self.purpose, abort=self.done)
+                holds = self.gate.acquire_exclusive(self._holder(), self.purpose, abort=self.done, early=self.early)
             else:
                 holds = self._shared = self.gate.acquire_shared(abort=self.done)
         finally:
