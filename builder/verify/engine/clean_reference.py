@@ -156,11 +156,14 @@ class ReferenceCache:
     def prewarm(self, task: Task, options: VerifyOptions, executor: Any, cancel: threading.Event | None = None) -> None:
         """Compute the task's reference now, in a parallel child, rather than when its first candidate reaches
         an evaluation worker (which would wait for it): a build's first compiles leave the device idle. Only
-        while the cache has room, so nothing computed early is dropped before it is used."""
+        while the cache has room, so nothing computed early is dropped before it is used, and while its disk has
+        more than `min_free_bytes` free: a build of many tasks would otherwise fill a small disk with references
+        computed ahead of need, and the ones a kernel waits for would fail."""
         key = self.key(task, options)
         with self._lock:
             full = len(self._entries) + len(self._warming) >= self.capacity
             full = full or sum(r.file_bytes for r in self._entries.values()) >= self.capacity_bytes
+            full = full or shutil.disk_usage(self.root).free < self.min_free_bytes
             if key in self._entries or key in self._warming or full:
                 return
             self._warming.add(key)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import shutil
 from collections import namedtuple
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -85,6 +86,17 @@ def test_a_disk_short_of_free_space_keeps_only_the_newest_reference(computed, ta
     cache.get(tasks[2], options)
     cache.get(tasks[0], options)
     assert computed == [t.id for t in tasks[:3]] + [tasks[0].id]
+
+
+def test_no_reference_is_computed_ahead_of_need_on_a_disk_short_of_free_space(computed, tasks, options, monkeypatch):
+    usage = namedtuple("usage", "total used free")
+    cache = ReferenceCache(min_free_bytes=100)
+    with ThreadPoolExecutor(1) as warmers:
+        cache.prewarm(tasks[0], options, warmers)
+        monkeypatch.setattr(clean_reference.shutil, "disk_usage", lambda path: usage(100, 1, 99))
+        cache.prewarm(tasks[1], options, warmers)
+    assert computed == [tasks[0].id]  # the second waits for a kernel that needs it
+    assert cache.get(tasks[1], options).error is None and computed == [tasks[0].id, tasks[1].id]
 
 
 def test_the_count_bound_still_holds(computed, tasks, options):
