@@ -153,9 +153,8 @@ def recall_build(source: str, language: str, backend: str, *, cache_dir: str | P
         return None
     root = Path(cache_dir) if cache_dir else default_cache_dir()
     plans = build_plans(source)
-    for number, plan in enumerate(
-        plans
-    ):  # the lightest build that compiled; else the build as written, whatever it gave
+    # the lightest build that compiled; else the build as written, whatever it gave
+    for number, plan in enumerate(plans):
         plan_key = _keyed(plan.text, backend, fast_math, device_index, plan.beside)[0]
         own = _read_cached(root / "builds" / plan_key[:32])
         if own is not None and (own.get("ok") or number == len(plans) - 1):

@@ -167,6 +167,7 @@ class DeviceGate:
                     if ahead and early is not None and early.is_set():  # needed now: an owner like the others
                         ahead = False
                         self._earlies_waiting -= 1
+                        self._changed()
                         self._tell_watchers()
                     busy = self._owner is not None or self._sharing or (self._firsts_waiting and not first)
                     if not busy and not (ahead and self._pressing()):
