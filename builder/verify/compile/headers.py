@@ -18,8 +18,8 @@ So `compile/extension.py` builds a source that includes `<torch/extension.h>` up
 `"ka_torch_lean.h"` or `"ka_torch_light.h"`, written beside it. Where a build fails, the next is tried, and the
 last one tried stands: a compiler error in a record is always the full build's (`HeaderTries` says which builds a
 caller asks for). A name missing from a lighter set fails that build (an undeclared name is an error); the
-declarations it does hold are torch's own, so a kernel that compiles against it calls what it would have called
-as written. A line becomes one line, so a compiler's line numbers are the source's (a shared build's failure is
+declarations it does hold are torch's own, an operator's overloads together in its one header, so a kernel that
+compiles against it calls what it would have called as written. A line becomes one line, so a compiler's line numbers are the source's (a shared build's failure is
 blamed by them, `shared_source.blame`).
 """
 
