@@ -11,7 +11,7 @@ with the candidate's `<torch/extension.h>` replaced by the two headers a CUDA ke
 (`LIGHT_HEADERS`). `lean` goes further: torch's own `torch/types.h` (the `torch::` names, its factories) without
 its `<ATen/ATen.h>` and `<torch/library.h>`, ATen's headers taken one operator at a time (`AT_PER_OPERATOR_HEADERS`,
 as torch builds itself), so that only the Tensor class, the factories, the dispatch macros and the operators on
-tensors are parsed (`lean_header`). Run it on an otherwise idle GPU machine:
+tensors are parsed: the builder's own lean header (`headers.lean_header_text`). Run it on an otherwise idle GPU machine:
 
     python benchmarks/probe_build_phases.py [--candidate PATH] [--parallel 8] [--headers full,light,lean] [--no-host] [--out DIR]
 """
@@ -32,6 +32,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from builder import config  # noqa: E402
+from builder.verify.compile.headers import lean_header_text  # noqa: E402
+
 SECONDS_PER_UNIT = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 DEFAULT_CANDIDATE = ROOT / "data/candidates/cuda/level1/10_conv2d_strided_asymmetric/naive_direct.cu"
 
@@ -52,9 +57,7 @@ print(json.dumps({"import_torch_s": imported - started, "load_s": done - importe
 
 FULL_HEADER = "#include <torch/extension.h>"
 LIGHT_HEADERS = "#include <torch/types.h>\n#include <torch/csrc/utils/pybind.h>"
-LEAN_NAME = "ka_torch_lean.h"
-LEAN_DROPPED = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<(?:ATen/ATen\.h|torch/library\.h)>[ \t]*$", re.MULTILINE)
-LEAN_FIRST = ("ATen/core/Tensor.h", "ATen/Dispatch.h", "ATen/TensorOperators.h", "torch/csrc/utils/pybind.h")
+LEAN_NAME = config.LEAN_HEADER_NAME
 
 BINDING = """
 #include <torch/extension.h>
@@ -64,18 +67,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward, "forward")
 
 
 def lean_header() -> str:
-    """The `lean` header set: the installed torch's `torch/types.h`, its two whole-library includes dropped."""
-    from torch.utils import cpp_extension
-
-    found = [Path(root) / "torch" / "types.h" for root in cpp_extension.include_paths()]
-    types_h = next((path for path in found if path.is_file()), None)
-    if types_h is None:
-        raise SystemExit("torch/types.h is not under torch's include paths")
-    text = types_h.read_text()
-    if len(LEAN_DROPPED.findall(text)) != 2:
-        raise SystemExit(f"{types_h} does not include <ATen/ATen.h> and <torch/library.h> as expected")
-    first = "".join(f"#include <{name}>\n" for name in LEAN_FIRST)
-    return "#pragma once\n#define AT_PER_OPERATOR_HEADERS\n" + first + LEAN_DROPPED.sub("", text)
+    """The lean header the builder writes beside a source (`headers.lean_header_text`)."""
+    text = lean_header_text()
+    if text is None:
+        raise SystemExit("torch/types.h here is not as the lean header expects: no lean variant")
+    return text
 
 
 def build_once(source: Path, work: Path, label: str) -> dict:

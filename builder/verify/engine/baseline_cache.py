@@ -84,7 +84,7 @@ class BaselineCache:
             if cancel is not None and cancel.is_set():
                 return  # the build is stopping before its first reference: a later build measures it
         try:
-            self._measure(task, options, cancel=cancel, early=needed)
+            self._measure(task, options, cancel=cancel, needed=needed)
         except SandboxCancelled:
             pass  # the build is stopping; a later build measures it
         except Exception as exc:  # noqa: BLE001 - an early start is an optimisation; get() reports failures
@@ -110,8 +110,8 @@ class BaselineCache:
         return self._measure(task, options, refresh=refresh)
 
     def _measure(self, task: Task, options: VerifyOptions, refresh: bool = False, cancel: threading.Event | None = None,
-                 early: threading.Event | None = None) -> dict[str, Any] | None:  # fmt: skip
-        """`early`: measured ahead of need, its timing giving way to the kernels' use of the device until this is set
+                 needed: threading.Event | None = None) -> dict[str, Any] | None:  # fmt: skip
+        """`needed`: given, measured ahead of need, its timing giving way to the kernels' use of the device until this is set
         (`DeviceGate.acquire_exclusive`)."""
         self.directory.mkdir(parents=True, exist_ok=True)
         key = self.key(task, options)
@@ -137,7 +137,7 @@ class BaselineCache:
                 # driver's work queues, as users run it (work_queues.py).
                 result, outcome = run_in_turn(job, scratch, work_queues.driver_default(options),
                                               config.BASELINE_TIMEOUT_S, "baseline",
-                                              exclusive=True, member_while_setting_up=True, early=early,
+                                              exclusive=True, member_while_setting_up=True, needed=needed,
                                               env_extra=env, writable=writable, cancel=cancel)  # fmt: skip
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)

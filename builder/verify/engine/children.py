@@ -175,20 +175,20 @@ def fork_fresh(job: dict[str, Any], scratch: Path, options: VerifyOptions,
 
 def run_in_turn(job: dict[str, Any], scratch: Path, options: VerifyOptions, timeout_s: float, purpose: str,
                 exclusive: bool, member_while_setting_up: bool = False, ends_turn_itself: bool = False,
-                early: threading.Event | None = None, **run_kwargs: Any) -> tuple[dict[str, Any] | None, ChildOutcome]:  # fmt: skip
+                needed: threading.Event | None = None, **run_kwargs: Any) -> tuple[dict[str, Any] | None, ChildOutcome]:  # fmt: skip
     """`run_child` for a child (reference, baseline, ncu) that asks for its turn on the device once set up:
     its start-up runs beside anything, its device work in a shared or an exclusive hold (`device_gate`); a
     set-up that uses the device is stopped while another owns it (`member_while_setting_up`). A child that
     `ends_turn_itself` (Nsight Compute's: it loads the candidate in its turn) is a member from its turn to its exit
-    and writes job["turn_done_path"] once its device work is over (`DeviceTurn`'s `done`). `early`: its exclusive
-    turn is ahead of need, and gives way to every other use of the device until it is set."""
+    and writes job["turn_done_path"] once its device work is over (`DeviceTurn`'s `done`). `needed`: given, its
+    exclusive turn is ahead of need, and gives way to every other use of the device until it is set."""
     job["ready_path"], job["go_path"] = str(scratch / "ready"), str(scratch / "go")
     done = scratch / "turn_done" if ends_turn_itself else None
     if done is not None:
         job["turn_done_path"] = str(done)
     gate = device_gate(options.backend, options.device_index)
     turn = DeviceTurn(gate, Path(job["ready_path"]), Path(job["go_path"]), purpose, exclusive=exclusive,
-                      member_while_setting_up=member_while_setting_up, done=done, early=early)  # fmt: skip
+                      member_while_setting_up=member_while_setting_up, done=done, needed=needed)  # fmt: skip
     try:
         return run_child(job, scratch, options, timeout_s, on_start=turn.attach, **run_kwargs)
     finally:

@@ -9,7 +9,7 @@ but a timing window must see the device as if it were alone on it:
   outputs are copied to the host, its work synchronised, so none of it is left queued) and keeps new checks
   from starting until it ends. Waiting owners go first: a stream of checks cannot starve timing. An owner ahead
   of need (a baseline measured before any kernel asked for it) is the exception: it goes only while nothing else
-  wants the device, until a kernel waits for it (`acquire_exclusive`'s `early`).
+  wants the device, until a kernel waits for it (`acquire_exclusive`'s `needed`).
 - On CUDA builds a few cores per GPU are kept for its timing windows (`keep_timing_cores`): every sandboxed
   child starts on the other cores, and the process that owns the device moves onto them.
 - A waiting owner need not wait for a long check to end: between two steps of its checks (its GPU work
@@ -75,7 +75,7 @@ class DeviceGate:
         self._owner: object | None = None
         self._owners_waiting = 0
         self._firsts_waiting = 0  # owners waiting with `first`: the others wait for them
-        self._earlies_waiting = 0  # owners waiting ahead of need (`early`): nobody waits for them
+        self._earlies_waiting = 0  # owners waiting ahead of need (`needed` unset): nobody waits for them
         self._owned_since = 0.0
         self._purpose = ""
         self._members: set[Pausable] = set()
@@ -147,14 +147,14 @@ class DeviceGate:
 
     # -- exclusive: timing, baselines, ncu ------------------------------------------------------------
     def acquire_exclusive(self, holder: object, purpose: str = "timing", abort: threading.Event | None = None,
-                          first: bool = False, early: threading.Event | None = None) -> bool:  # fmt: skip
+                          first: bool = False, needed: threading.Event | None = None) -> bool:  # fmt: skip
         """Own the device; every member but `holder` is stopped until `release_exclusive`. False (nothing
         held) when `abort` is set first. `first`: before every other waiting owner (the control kernel's window,
-        whose verdict a build's records wait for: pipeline/control_gate.py). `early`: an owner ahead of need (a
+        whose verdict a build's records wait for: pipeline/control_gate.py). `needed`: given, an owner ahead of need (a
         baseline measured before any kernel asked for it) that also waits while checks hold the device or another
-        owner waits, and holds up no check meanwhile, until `early` is set (a kernel now waits for it)."""
+        owner waits, and holds up no check meanwhile, until `needed` is set (a kernel now waits for it)."""
         waited = time.monotonic()
-        ahead = early is not None and not early.is_set()
+        ahead = needed is not None and not needed.is_set()
         with self._cond:
             self._owners_waiting += 1
             self._firsts_waiting += first
@@ -164,7 +164,7 @@ class DeviceGate:
                 self._tell_watchers()
             try:
                 while True:
-                    if ahead and early is not None and early.is_set():  # needed now: an owner like the others
+                    if ahead and needed is not None and needed.is_set():  # needed now: an owner like the others
                         ahead = False
                         self._earlies_waiting -= 1
                         self._changed()
@@ -283,10 +283,10 @@ class DeviceTurn(threading.Thread):
 
     def __init__(self, gate: DeviceGate, ready: Path, go: Path, purpose: str, exclusive: bool = True,
                  member_while_setting_up: bool = False, done: Path | None = None,
-                 early: threading.Event | None = None) -> None:  # fmt: skip
+                 needed: threading.Event | None = None) -> None:  # fmt: skip
         super().__init__(daemon=True, name=f"ka-turn-{purpose}")
         self.gate, self.ready, self.go, self.purpose, self.exclusive = gate, ready, go, purpose, exclusive
-        self.early = early  # an exclusive turn ahead of need (`DeviceGate.acquire_exclusive`)
+        self.needed = needed  # an exclusive turn ahead of need until set (`DeviceGate.acquire_exclusive`)
         self.member_while_setting_up = member_while_setting_up
         self.done_word = done if exclusive else None
         self.done = threading.Event()
@@ -314,7 +314,7 @@ class DeviceTurn(threading.Thread):
         self.process.hold_clock()
         try:
             if self.exclusive:
-                holds = self.gate.acquire_exclusive(self._holder(), self.purpose, abort=self.done, early=self.early)
+                holds = self.gate.acquire_exclusive(self._holder(), self.purpose, abort=self.done, needed=self.needed)
             else:
                 holds = self._shared = self.gate.acquire_shared(abort=self.done)
         finally:

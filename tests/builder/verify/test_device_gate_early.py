@@ -1,5 +1,5 @@
 """An owner ahead of need (a baseline measured before any kernel asked for it) gives way to every other use of the
-device until a kernel waits for it (DeviceGate.acquire_exclusive's `early`, BaselineCache)."""
+device until a kernel waits for it (DeviceGate.acquire_exclusive's `needed`, BaselineCache)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from builder.verify.engine.device_gate import DeviceGate
 from builder.verify.options import VerifyOptions
 
 
-def own_in_thread(gate: DeviceGate, order: list[str], name: str, early: threading.Event | None = None):
+def own_in_thread(gate: DeviceGate, order: list[str], name: str, needed: threading.Event | None = None):
     owner = object()
 
     def own() -> None:
-        gate.acquire_exclusive(owner, purpose=name, early=early)
+        gate.acquire_exclusive(owner, purpose=name, needed=needed)
         order.append(name)
         gate.release_exclusive(owner)
 
@@ -31,7 +31,7 @@ def test_an_early_owner_holds_up_no_check_and_owns_the_device_once_none_is_in_fl
     assert gate.acquire_shared()
     watching = threading.Event()
     gate.watch_owners(watching)
-    waiting = own_in_thread(gate, order, "early baseline", early=threading.Event())
+    waiting = own_in_thread(gate, order, "early baseline", needed=threading.Event())
     time.sleep(0.2)
     assert not gate.owner_waiting() and not watching.is_set()  # no checking child yields to it
     abort, started = threading.Event(), []
@@ -50,7 +50,7 @@ def test_an_early_owner_lets_every_owner_that_waits_go_first():
     gate, order = DeviceGate(), []
     holder = object()
     gate.acquire_exclusive(holder)
-    early = own_in_thread(gate, order, "early baseline", early=threading.Event())
+    early = own_in_thread(gate, order, "early baseline", needed=threading.Event())
     time.sleep(0.1)
     window = own_in_thread(gate, order, "timing")
     time.sleep(0.1)
@@ -64,7 +64,7 @@ def test_an_early_owner_a_kernel_now_waits_for_is_an_owner_like_the_others():
     gate, order = DeviceGate(), []
     assert gate.acquire_shared()
     needed = threading.Event()
-    waiting = own_in_thread(gate, order, "baseline", early=needed)
+    waiting = own_in_thread(gate, order, "baseline", needed=needed)
     time.sleep(0.1)
     needed.set()
     deadline = time.monotonic() + 2
@@ -86,10 +86,10 @@ def test_an_early_owner_a_kernel_now_waits_for_is_an_owner_like_the_others():
 def test_a_kernel_that_waits_for_an_early_baseline_under_way_makes_it_needed(tmp_path, monkeypatch):
     task, seen = load_suite().get("1/1"), []
 
-    def measure(self, task, options, early=None, **_):
-        seen.append(early)
-        if early is not None:  # its turn on the device comes only once it is needed
-            assert early.wait(10)
+    def measure(self, task, options, needed=None, **_):
+        seen.append(needed)
+        if needed is not None:  # its turn on the device comes only once it is needed
+            assert needed.wait(10)
         return {"eager_ms": 1.0}
 
     monkeypatch.setattr(BaselineCache, "_measure", measure)
