@@ -65,8 +65,13 @@ def test_the_seven_steps_of_one_object_are_a_plan_in_nvccs_order() -> None:
         pytest.param((*SEVEN[:2], "-- Filter Dependencies -- > x.o.d", *SEVEN[2:]), id="a dependency file"),
         pytest.param((*SEVEN, 'nvlink -o "/k/x_dlink.cubin"'), id="a device link"),
         pytest.param(
-            (SEVEN[0], SEVEN[1].replace("--gen_module_id_file ", ""), SEVEN[2],
-             SEVEN[3].replace("--module_id_file_name", "--gen_module_id_file --module_id_file_name"), *SEVEN[4:]),
+            (
+                SEVEN[0],
+                SEVEN[1].replace("--gen_module_id_file ", ""),
+                SEVEN[2],
+                SEVEN[3].replace("--module_id_file_name", "--gen_module_id_file --module_id_file_name"),
+                *SEVEN[4:],
+            ),
             id="the module id made by cicc",
         ),  # fmt: skip
     ],
