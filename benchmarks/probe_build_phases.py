@@ -11,13 +11,9 @@ with the candidate's `<torch/extension.h>` replaced by the two headers a CUDA ke
 (`LIGHT_HEADERS`). `lean` goes further: torch's own `torch/types.h` (the `torch::` names, its factories) without
 its `<ATen/ATen.h>` and `<torch/library.h>`, ATen's headers taken one operator at a time (`AT_PER_OPERATOR_HEADERS`,
 as torch builds itself), so that only the Tensor class, the factories, the dispatch macros and the operators on
-tensors are parsed: the builder's own lean header (`headers.lean_header_text`). `--nvcc nvcc,scheduled` builds
-each set twice: with nvcc alone, and through the builder's `child/nvcc_steps.py` (the device's preprocessing beside
-the host front end, the host compile beside cicc), whose trace gives each step's time. Run it on an otherwise idle
-GPU machine:
+tensors are parsed: the builder's own lean header (`headers.lean_header_text`). Run it on an otherwise idle GPU machine:
 
-    python benchmarks/probe_build_phases.py [--candidate PATH] [--parallel 8] [--headers full,light,lean]
-        [--nvcc nvcc,scheduled] [--no-host] [--out DIR]
+    python benchmarks/probe_build_phases.py [--candidate PATH] [--parallel 8] [--headers full,light,lean] [--no-host] [--out DIR]
 """
 
 from __future__ import annotations
@@ -39,7 +35,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from builder import config  # noqa: E402
-from builder.verify.child.nvcc_steps import TRACE_ENV  # noqa: E402
 from builder.verify.compile.headers import lean_header_text  # noqa: E402
 
 SECONDS_PER_UNIT = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
@@ -50,13 +45,9 @@ import json, resource, sys, time
 started = time.monotonic()
 from torch.utils import cpp_extension
 imported = time.monotonic()
-source, build_dir, timing, nvcc = sys.argv[1:5]
-if nvcc == "scheduled":
-    from builder.verify.child.build import schedule_nvcc
-    schedule_nvcc(cpp_extension.CUDA_HOME)
-timing_flags = ["--time", timing] if nvcc == "nvcc" else []
+source, build_dir, timing = sys.argv[1:4]
 module = cpp_extension.load(name="probe_" + build_dir.rsplit("/", 1)[-1].replace("-", "_"), sources=[source],
-                            extra_cflags=["-O3"], extra_cuda_cflags=["-O3", *timing_flags],
+                            extra_cflags=["-O3"], extra_cuda_cflags=["-O3", "--time", timing],
                             build_directory=build_dir, with_cuda=True, verbose=False)
 done = time.monotonic()
 usage = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
@@ -83,34 +74,20 @@ def lean_header() -> str:
     return text
 
 
-def build_once(source: Path, work: Path, label: str, nvcc: str = "nvcc") -> dict:
+def build_once(source: Path, work: Path, label: str) -> dict:
     build_dir = work / label
     build_dir.mkdir(parents=True)
     timing = build_dir / "nvcc-time.csv"
-    trace = build_dir / "nvcc-steps.jsonl"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), TRACE_ENV: str(trace)}
     started = time.monotonic()
-    run = subprocess.run([sys.executable, "-c", ONE_BUILD, str(source), str(build_dir), str(timing), nvcc],
-                         capture_output=True, text=True, env=env)  # fmt: skip
+    run = subprocess.run([sys.executable, "-c", ONE_BUILD, str(source), str(build_dir), str(timing)],
+                         capture_output=True, text=True)  # fmt: skip
     if run.returncode != 0:
         raise SystemExit(f"build {label} failed: {run.stderr.strip().splitlines()[-1:]}")
     figures = json.loads(run.stdout.strip().splitlines()[-1])
     figures["process_wall_s"] = time.monotonic() - started
-    if nvcc == "scheduled":
-        figures["nvcc_phases_s"], figures["nvcc_s"] = scheduled_phases(trace)
-        return figures
     figures["nvcc_phases_s"] = nvcc_phases(timing)
     figures["nvcc_time_csv"] = timing.read_text() if timing.exists() else None  # the raw report, as nvcc wrote it
     return figures
-
-
-def scheduled_phases(trace: Path) -> tuple[dict[str, float], float | None]:
-    """({step: seconds}, seconds from the first step's start to the last one's end) from nvcc_steps' trace."""
-    rows = [json.loads(line) for line in trace.read_text().splitlines()] if trace.exists() else []
-    if not rows:
-        raise SystemExit(f"no trace of nvcc's steps at {trace}: torch did not run nvcc through nvcc_steps")
-    phases = {row["step"]: row["end"] - row["start"] for row in rows}
-    return phases, max(row["end"] for row in rows) - min(row["start"] for row in rows)
 
 
 def nvcc_phases(path: Path) -> dict[str, float]:
@@ -178,7 +155,6 @@ def main() -> int:
     parser.add_argument("--candidate", type=Path, default=DEFAULT_CANDIDATE)
     parser.add_argument("--parallel", type=int, default=8)
     parser.add_argument("--headers", default="full", help="comma-separated: full (as written), light, lean")
-    parser.add_argument("--nvcc", default="nvcc", help="comma-separated: nvcc (alone), scheduled (nvcc_steps)")
     parser.add_argument("--no-host", action="store_true", help="skip the host compiler's figures")
     parser.add_argument("--out", type=Path, default=None, help="write the figures here as JSON")
     args = parser.parse_args()
@@ -188,10 +164,6 @@ def main() -> int:
     header_sets = [name.strip() for name in args.headers.split(",") if name.strip()]
     if not header_sets or set(header_sets) - {"full", "light", "lean"}:
         print(f"--headers takes full, light and lean, not {args.headers!r}", file=sys.stderr)
-        return 2
-    nvcc_ways = [name.strip() for name in args.nvcc.split(",") if name.strip()]
-    if not nvcc_ways or set(nvcc_ways) - {"nvcc", "scheduled"}:
-        print(f"--nvcc takes nvcc and scheduled, not {args.nvcc!r}", file=sys.stderr)
         return 2
     text = args.candidate.read_text()
     if set(header_sets) - {"full"} and FULL_HEADER not in text:
@@ -203,12 +175,10 @@ def main() -> int:
                 "lean": text.replace(FULL_HEADER, f'#include "{LEAN_NAME}"')}  # fmt: skip
     for header_set in header_sets:
         beside = {LEAN_NAME: lean_header()} if header_set == "lean" else {}
-        for nvcc in nvcc_ways:
-            label = header_set if nvcc == "nvcc" else f"{header_set}+{nvcc}"
-            report[label] = probe_header_set(variants[header_set], work / label, args.parallel, label, beside, nvcc)
+        report[header_set] = probe_header_set(variants[header_set], work / header_set, args.parallel, header_set,
+                                              beside)  # fmt: skip
     if not args.no_host:
-        first = header_sets[0] if "nvcc" in nvcc_ways else f"{header_sets[0]}+{nvcc_ways[0]}"
-        report["host"] = host_figures(work / first / "alone", work)
+        report["host"] = host_figures(work / header_sets[0] / "alone", work)
         for name, value in report["host"].items():
             print(f"{name:60s} {value:7.2f}", flush=True)
     if args.out:
@@ -217,8 +187,7 @@ def main() -> int:
     return 0
 
 
-def probe_header_set(text: str, work: Path, parallel: int, label: str, beside: dict[str, str],
-                     nvcc: str = "nvcc") -> dict:  # fmt: skip
+def probe_header_set(text: str, work: Path, parallel: int, label: str, beside: dict[str, str]) -> dict:
     """One build alone, then `parallel` at once, of `text` (a variant comment each: nothing served from a cache),
     with the files `beside` (name: text) in the sources' folder."""
     work.mkdir(parents=True)
@@ -229,13 +198,13 @@ def probe_header_set(text: str, work: Path, parallel: int, label: str, beside: d
         path = work / f"candidate_{index}.cu"
         path.write_text(text + f"\n// probe variant {os.getpid()}-{label}-{index}\n")
         sources.append(path)
-    figures: dict = {"alone": build_once(sources[0], work, "alone", nvcc)}
+    figures: dict = {"alone": build_once(sources[0], work, "alone")}
     print(f"{label}, alone:", json.dumps({k: v for k, v in figures["alone"].items() if k != "nvcc_time_csv"},
                                          indent=1), flush=True)  # fmt: skip
     if parallel < 1:
         return figures
     with ThreadPoolExecutor(parallel) as pool:
-        together = list(pool.map(lambda i: build_once(sources[i], work, f"together-{i}", nvcc), range(1, parallel + 1)))
+        together = list(pool.map(lambda i: build_once(sources[i], work, f"together-{i}"), range(1, parallel + 1)))
     figures["together"] = together
     walls = sorted(f["wall_s"] for f in together)
     print(f"{label}, {parallel} at once: wall {walls[0]:.1f}-{walls[-1]:.1f} s, core-s "

@@ -137,8 +137,6 @@ LEAN_TORCH_NAMES = frozenset({
     "arange", "from_blob", "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "eye", "linspace",
     "scalar_tensor", "normal", "range", "dtype", "device", "requires_grad",
 })  # fmt: skip
-# nvcc's device preprocessing beside its host front end, and the host compile beside cicc (child/nvcc_steps.py).
-SCHEDULE_NVCC_STEPS = True
 CPU_EXTENSION_CFLAGS = CUDA_EXTENSION_CFLAGS = ("-O3",)  # no --use_fast_math: numerics (VerifyOptions.fast_math)
 CUDA_FAST_MATH_FLAG = "--use_fast_math"
 

@@ -1,15 +1,11 @@
-"""probe_build_phases.py's readers: nvcc's --time report, nvcc_steps' trace and the host compiler's flags from a
-build's ninja file."""
+"""probe_build_phases.py's readers: nvcc's --time report and the host compiler's flags from a build's ninja file."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
-import pytest
-
-from benchmarks.probe_build_phases import ROOT, host_command, nvcc_phases, scheduled_phases
+from benchmarks.probe_build_phases import ROOT, host_command, nvcc_phases
 
 # The header nvcc 13.0 writes, and rows of its shape (times made up).
 TIME_CSV = """source file name , phase name , phase input files , phase output file , arch , tool, metric , unit
@@ -51,22 +47,3 @@ def test_a_missing_candidate_is_a_usage_error():
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks/probe_build_phases.py"), "--candidate", "/nonexistent.cu"],
                          capture_output=True, text=True, cwd=ROOT)  # fmt: skip
     assert run.returncode == 2 and run.stderr.strip() == "no such candidate: /nonexistent.cu"
-
-
-def test_scheduled_phases_reads_each_step_and_the_span_of_all(tmp_path):
-    trace = tmp_path / "steps.jsonl"
-    rows = [("host_preprocess", 10.0, 11.5), ("device_preprocess", 10.0, 11.0), ("cudafe", 11.5, 16.0),
-            ("cicc", 16.0, 22.0), ("host_compile", 16.0, 25.5)]  # fmt: skip
-    trace.write_text("".join(json.dumps({"step": s, "start": a, "end": b, "returncode": 0}) + "\n" for s, a, b in rows))
-    phases, span = scheduled_phases(trace)
-    assert phases == {"host_preprocess": 1.5, "device_preprocess": 1.0, "cudafe": 4.5, "cicc": 6.0,
-                      "host_compile": 9.5}  # fmt: skip
-    assert span == 15.5
-    with pytest.raises(SystemExit, match="did not run nvcc through nvcc_steps"):
-        scheduled_phases(tmp_path / "none.jsonl")
-
-
-def test_an_unknown_way_to_run_nvcc_is_a_usage_error():
-    run = subprocess.run([sys.executable, str(ROOT / "benchmarks/probe_build_phases.py"), "--nvcc", "fast"],
-                         capture_output=True, text=True, cwd=ROOT)  # fmt: skip
-    assert run.returncode == 2 and run.stderr.strip() == "--nvcc takes nvcc and scheduled, not 'fast'"

@@ -7,40 +7,25 @@ Before anything else it writes `{"ok": false, "provisional": true}` there: a par
 knows that the interpreter never got this far (`sandbox/suspects.compile_suspect`). The host compiler runs through
 `ka-cxx` (`CXX`), which says on stderr, in the build log, when a signal ended the compiler or when there is none.
 
-With `"schedule_nvcc"` (a CUDA build) torch runs nvcc through `nvcc_steps` (`PYTORCH_NVCC`), which runs nvcc's own
-steps with those that need not wait for each other side by side; torch asks no dependency file of it, which a
-build that is never made again has no use for.
-
-Job JSON: `{"name", "source_path", "build_dir", "backend", "cflags", "cuda_cflags", "schedule_nvcc", "result_path"}`.
+Job JSON: `{"name", "source_path", "build_dir", "backend", "cflags", "cuda_cflags", "result_path"}`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shlex
 import sys
 import time
 import traceback
 from pathlib import Path
 
 WRAPPER = Path(__file__).with_name("ka-cxx")
-NVCC_STEPS_MODULE = "builder.verify.child.nvcc_steps"
 
 
 def wrap_compiler() -> None:
     """The host compiler the build would run (`$CXX`, else c++), run through `ka-cxx` (see the module's text)."""
     os.environ["KA_REAL_CXX"] = os.environ.get("CXX") or "c++"
     os.environ["CXX"] = str(WRAPPER)
-
-
-def schedule_nvcc(cuda_home: str | None) -> None:
-    """Have torch run nvcc through `nvcc_steps` (see the module's text); nothing where torch knows no CUDA."""
-    if not cuda_home:
-        return
-    os.environ["KA_REAL_NVCC"] = os.path.join(cuda_home, "bin", "nvcc")
-    os.environ["PYTORCH_NVCC"] = f"{shlex.quote(sys.executable)} -m {NVCC_STEPS_MODULE}"
-    os.environ["TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES"] = "1"
 
 
 def compile_job(job: dict) -> dict:
@@ -50,8 +35,6 @@ def compile_job(job: dict) -> dict:
     wrap_compiler()
     build_dir = Path(job["build_dir"])
     cuda = job["backend"] == "cuda"
-    if cuda and job.get("schedule_nvcc"):
-        schedule_nvcc(cpp_extension.CUDA_HOME)
     try:
         module = cpp_extension.load(
             name=job["name"],

@@ -289,7 +289,6 @@ def _build_plan(
             "backend": backend,
             "cflags": cflags,
             "cuda_cflags": cuda_cflags,
-            "schedule_nvcc": config.SCHEDULE_NVCC_STEPS,
             "result_path": str(result_path),
         }
         job_path.write_text(json.dumps(job))
