@@ -163,6 +163,7 @@ COMPILE_WINDOWS_IN_FLIGHT = 2
 EVAL_POOL_SIZE = 1  # pre-started evaluation processes per GPU worker, beyond the one running
 EVAL_REFILL_AFTER_FIRST_REFERENCE = True  # a taken child's replacement waits for a first reference (pool.py)
 FORK_EVALUATION_CHILDREN = True  # forked from a zygote, each into a bwrap sandbox of its own (verify/sandbox/zygote.py)
+FORK_COMPILE_CHILDREN = True  # the same for compile children (verify/compile/build_child.py)
 FORK_REFERENCE_CHILDREN = False  # clean references forked from it: no faster on the GPU (measured)
 ZYGOTE_START_TIMEOUT_S = 300.0  # the zygote's imports (torch, torch._dynamo) on a busy box
 FORK_TIMEOUT_S = 60.0  # a sandbox's holder is up, and a child forked into it, within this

@@ -1,4 +1,6 @@
-"""Compile one extension inside the sandbox: `python -m builder.verify.child.build JOB.json`.
+"""Compile one extension inside the sandbox: `python -m builder.verify.child.build JOB.json`, or forked from a build
+zygote (`sandbox/zygote.py`: `before_fork` imports torch's extension builder once, `main(["-"])` reads the job's
+path from stdin).
 
 Runs `torch.utils.cpp_extension.load`, which also imports the built module: any load-time code of the
 candidate therefore runs here, in the sandbox, never in the builder. Writes a result JSON:
@@ -26,6 +28,11 @@ def wrap_compiler() -> None:
     """The host compiler the build would run (`$CXX`, else c++), run through `ka-cxx` (see the module's text)."""
     os.environ["KA_REAL_CXX"] = os.environ.get("CXX") or "c++"
     os.environ["CXX"] = str(WRAPPER)
+
+
+def before_fork() -> None:
+    """A build zygote's imports: what every build's child would otherwise import itself (seconds of a core)."""
+    from torch.utils import cpp_extension  # noqa: F401
 
 
 def compile_job(job: dict) -> dict:
@@ -76,9 +83,10 @@ def cpu_seconds() -> float:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m builder.verify.child.build JOB.json", file=sys.stderr)
+        print("usage: python -m builder.verify.child.build JOB.json|-", file=sys.stderr)
         return 2
-    job = json.loads(Path(argv[0]).read_text())
+    job_path = sys.stdin.readline().strip() if argv[0] == "-" else argv[0]
+    job = json.loads(Path(job_path).read_text())
     Path(job["result_path"]).write_text(json.dumps({"ok": False, "provisional": True, "module_name": job.get("name")}))
     try:
         result = compile_job(job)

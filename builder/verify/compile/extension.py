@@ -26,7 +26,6 @@ import json
 import os
 import re
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -36,9 +35,8 @@ from typing import Any
 
 from builder import config
 from builder.verify import environment
+from builder.verify.compile.build_child import run_build_child
 from builder.verify.compile.headers import HeaderTries, variants
-from builder.verify.protocol.entry_points import BUILD_MODULE
-from builder.verify.sandbox.process import run_sandboxed
 from builder.verify.sandbox.suspects import compile_suspect, suspect_text
 
 SUFFIX_BY_LANGUAGE = {"cuda": ".cu", "cpp": ".cpp"}
@@ -188,7 +186,8 @@ def remember_members(shared: CompileResult, members: list[tuple[str, str]], back
         os.replace(partial, path)  # a reader sees a whole entry or none
 
 
-def _compile_env(backend: str, arch: str | None) -> dict[str, str]:
+def compile_env(backend: str, arch: str | None) -> dict[str, str]:
+    """What a compile child's environment has besides the sandbox's own (and what its build zygote is keyed by)."""
     if backend != "cuda":
         return {}
     env = {}
@@ -198,6 +197,11 @@ def _compile_env(backend: str, arch: str | None) -> dict[str, str]:
     if cuda_home:
         env["CUDA_HOME"] = cuda_home  # the scrubbed PATH may not lead torch to nvcc
     return env
+
+
+def device_compile_env(backend: str, device_index: int = 0) -> dict[str, str]:
+    """`compile_env` for builds for this device (its GPU's architecture)."""
+    return compile_env(backend, environment.gpu_arch(device_index) if backend == "cuda" else None)
 
 
 def _read_cached(build_dir: Path) -> dict | None:
@@ -295,16 +299,8 @@ def _build_plan(
         started = time.monotonic()
         scratch = Path(tempfile.mkdtemp(prefix=config.SCRATCH_PREFIXES["compile"]))
         try:
-            outcome = run_sandboxed(
-                [sys.executable, "-m", BUILD_MODULE, str(job_path)],
-                scratch,
-                timeout_s,
-                extra_binds=[build_dir],
-                gpu=False,
-                env_extra=_compile_env(backend, arch),
-                isolation=isolation,
-                cancel=cancel,
-            )
+            outcome = run_build_child(job_path, scratch, timeout_s, build_dir, compile_env(backend, arch), isolation,
+                                      cancel)  # fmt: skip
         except OSError as exc:  # the sandbox itself could not be started (its program, a full disk)
             return CompileResult(ok=False, module_name=module_name, error=f"the compile sandbox: {exc}", cache_key=key,
                                  infrastructure=f"the compile sandbox could not be started: {exc}")  # fmt: skip

@@ -34,11 +34,13 @@ from builder.candidates import Candidate
 from builder.tasks import Task
 from builder.verify import milestones
 from builder.verify.compile import batching
+from builder.verify.compile.build_child import held_build_zygote
 from builder.verify.compile.build_queue import BuildQueue
 from builder.verify.compile.extension import (
     CompileResult,
     build_extension,
     default_cache_dir,
+    device_compile_env,
     recall_build,
     remember_members,
 )
@@ -95,7 +97,7 @@ class Stage:
 
 class CompileStage(Stage):
     """The stream's pairs, read a window at a time and built on the compile workers, to `built`; each pair's task to
-    `tasks` as the pair is read. At most `COMPILE_WINDOWS_IN_FLIGHT` windows build at once: reading further ahead
+    `tasks` as the pair is read. The build zygote (`build_child`) is held for the stream. At most `COMPILE_WINDOWS_IN_FLIGHT` windows build at once: reading further ahead
     would claim pairs (an engine's come from the builder, a request each) before any worker could use them."""
 
     name = "compile"
@@ -115,8 +117,10 @@ class CompileStage(Stage):
 
     def run(self) -> None:
         windows: list[threading.Thread] = []
+        zygote = held_build_zygote(device_compile_env(self.options.backend, self.options.device_index),
+                                   self.options.isolation)  # fmt: skip
         try:
-            with ThreadPoolExecutor(self.workers, thread_name_prefix="ka-compile") as pool:
+            with zygote, ThreadPoolExecutor(self.workers, thread_name_prefix="ka-compile") as pool:
                 builds = BuildQueue(pool)
                 room = threading.Semaphore(config.COMPILE_WINDOWS_IN_FLIGHT)
                 for number in itertools.count():

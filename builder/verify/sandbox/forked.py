@@ -31,7 +31,7 @@ from typing import Any
 
 from builder import config
 from builder.verify import milestones
-from builder.verify.protocol.entry_points import ZYGOTE_MODULE
+from builder.verify.protocol.entry_points import BUILD_MODULE, CHILD_MODULE, ZYGOTE_MODULE
 from builder.verify.sandbox import bytecode_cache
 from builder.verify.sandbox.cores import work_cores
 from builder.verify.sandbox.process import SandboxedProcess, file_tail, sandbox_env
@@ -42,6 +42,15 @@ log = logging.getLogger(__name__)
 
 # Holds the sandbox's namespaces until the parent kills it; says "up" once bwrap has built the sandbox around it.
 SANDBOX_HOLDER = ("sh", "-c", "echo up && exec sleep infinity")
+
+
+# What the children a zygote forks are, for the warning that says they are exec'd instead.
+CHILDREN_BY_MODULE = {CHILD_MODULE: "evaluation children", BUILD_MODULE: "compile children"}
+
+
+def _exec_d_instead(child_module: str, reason: object) -> None:
+    log.warning("%s are exec'd, not forked: %s", CHILDREN_BY_MODULE.get(child_module, f"children of {child_module}"),
+                reason)  # fmt: skip
 
 
 class ForkFailed(Exception):
@@ -120,7 +129,8 @@ class Zygote:
 
 _zygotes: dict[tuple, Zygote | None] = {}  # None: this zygote could not start, or a child could not join
 _users: dict[tuple, int] = {}
-_zygotes_lock = threading.Lock()
+_starting: dict[tuple, threading.Event] = {}  # set once the zygote of that key is up, or could not start
+_zygotes_lock = threading.Lock()  # never held while a zygote starts (seconds of imports)
 
 
 def _key(child_module: str, env_extra: dict[str, str] | None) -> tuple:
@@ -128,42 +138,55 @@ def _key(child_module: str, env_extra: dict[str, str] | None) -> tuple:
 
 
 def acquire_zygote(child_module: str, env_extra: dict[str, str] | None = None) -> Zygote | None:
-    """The zygote for this child module and environment, started by its first user; None where it cannot start
-    (the reason is logged once, and children are exec'd). Each caller gives it back with `release_zygote`."""
+    """The zygote for this child module and environment, started by its first user (the others wait for it);
+    None where it cannot start (the reason is logged once, and children are exec'd). Each caller gives it back
+    with `release_zygote`. A zygote's start holds up only the users of that zygote."""
     key = _key(child_module, env_extra)
-    with _zygotes_lock:
-        if key not in _zygotes or (_zygotes[key] is not None and not _zygotes[key].alive()):
-            try:
-                _zygotes[key] = Zygote(child_module, env_extra)
-            except (ForkFailed, OSError) as exc:
-                log.warning("evaluation children are exec'd, not forked: %s", exc)
-                _zygotes[key] = None
-        if _zygotes[key] is not None:
-            _users[key] = _users.get(key, 0) + 1
-        return _zygotes[key]
+    while True:
+        with _zygotes_lock:
+            known = _zygotes.get(key)
+            if key in _zygotes and (known is None or known.alive()):
+                if known is not None:
+                    _users[key] = _users.get(key, 0) + 1
+                return known
+            starting = _starting.get(key)
+            ours = starting is None
+            if starting is None:
+                starting = _starting[key] = threading.Event()
+        if not ours:
+            starting.wait()
+            continue
+        zygote: Zygote | None = None
+        try:
+            zygote = Zygote(child_module, env_extra)
+        except (ForkFailed, OSError) as exc:
+            _exec_d_instead(child_module, exc)
+        finally:
+            with _zygotes_lock:
+                _zygotes[key] = zygote
+                _starting.pop(key, None)
+            starting.set()
 
 
 def running_zygote(child_module: str, env_extra: dict[str, str] | None = None) -> Zygote | None:
     """The zygote for this child module and environment if one is up now (one user more: give it back with
     `release_zygote`), else None at once: one still starting, or none, is not waited for."""
     key = _key(child_module, env_extra)
-    if not _zygotes_lock.acquire(blocking=False):  # held while a zygote starts (seconds of imports)
-        return None
-    try:
+    with _zygotes_lock:
         zygote = _zygotes.get(key)
         if zygote is None or not zygote.alive():
             return None
         _users[key] = _users.get(key, 0) + 1
         return zygote
-    finally:
-        _zygotes_lock.release()
 
 
 def release_zygote(child_module: str, env_extra: dict[str, str] | None = None) -> None:
     """One user less; the last one's release ends the zygote (a stream's pools end with the stream)."""
     key = _key(child_module, env_extra)
     with _zygotes_lock:
-        _users[key] = _users.get(key, 0) - 1
+        if key not in _users:
+            return  # given up (`give_up`) since it was acquired: nothing is held any more
+        _users[key] -= 1
         if _users[key] <= 0 and (zygote := _zygotes.get(key)) is not None:
             _users.pop(key)
             _zygotes.pop(key)
@@ -177,7 +200,7 @@ def give_up(zygote: Zygote, reason: str) -> None:
             if known is zygote:
                 _zygotes[key] = None
                 _users.pop(key, None)
-                log.warning("evaluation children are exec'd, not forked: %s", reason)
+                _exec_d_instead(key[0], reason)
     zygote.close()
 
 

@@ -1,0 +1,182 @@
+"""Compile children forked from a build zygote (compile/build_child.py): a real build forked into a sandbox of its own,
+writing only its build directory; exec'd children wherever forking is off, impossible or refused."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import pytest
+
+from builder import config
+from builder.verify.compile import build_child
+from builder.verify.compile.extension import build_extension
+from builder.verify.protocol.entry_points import BUILD_MODULE
+from builder.verify.sandbox import bubblewrap, forked
+from builder.verify.sandbox.forked import ForkFailed
+from builder.verify.sandbox.process import ChildOutcome, SandboxCancelled
+
+needs_bwrap = pytest.mark.skipif(not bubblewrap.bwrap_usable(), reason="bubblewrap not usable here")
+
+# Its load-time code marks the build directory it was loaded from, and tries a file beside the build cache.
+MARKING_SOURCE = """
+#include <pybind11/pybind11.h>
+#include <dlfcn.h>
+#include <fstream>
+#include <string>
+static int mark() {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&mark), &info) && info.dli_fname) {
+    std::string path(info.dli_fname);
+    std::ofstream(path.substr(0, path.rfind('/')) + "/loaded-here") << "yes";
+  }
+  std::ofstream("ESCAPE") << "yes";
+  return 0;
+}
+static int marked = mark();
+int forward(int x) { return x + 1; }
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward); }
+"""
+
+
+def ended() -> ChildOutcome:
+    return ChildOutcome(returncode=0, signal=None, timed_out=False, stdout_tail="", stderr_tail="", wall_s=0.1,
+                        isolation="bwrap")  # fmt: skip
+
+
+def no_exec(*args, **kwargs):
+    raise AssertionError("the build was exec'd, not forked")
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_a_forked_build_writes_its_build_directory_and_nothing_beside_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(build_child, "run_sandboxed", no_exec)
+    escape = tmp_path / "escaped"
+    with build_child.held_build_zygote({}, None):
+        result = build_extension(MARKING_SOURCE.replace("ESCAPE", str(escape)), "cpp", "cpu",
+                                 cache_dir=tmp_path / "cache", timeout_s=300)  # fmt: skip
+        assert forked.running_zygote(BUILD_MODULE, {}) is not None
+        forked.release_zygote(BUILD_MODULE, {})
+    assert result.ok, result.error
+    assert (Path(result.library_path).parent / "loaded-here").read_text() == "yes"  # its load-time code ran there
+    assert not escape.exists()  # and wrote nothing outside its sandbox
+    assert 0 < result.cpu_s < result.compile_s * 4  # its own CPU time, not the zygote's imports
+    assert forked.running_zygote(BUILD_MODULE, {}) is None  # the stream's end ended the zygote
+
+
+class Recorder:
+    """Stands in for the sandbox: records how a build's child would have been run."""
+
+    def __init__(self) -> None:
+        self.exec_d: list[list[str]] = []
+        self.forked: list[FakeForked] = []
+
+    def run_sandboxed(self, argv, scratch, timeout_s, **kwargs) -> ChildOutcome:
+        self.exec_d.append(list(argv))
+        return ended()
+
+
+class FakeForked:
+    def __init__(self, zygote, scratch, gpu, env_extra, extra_binds) -> None:
+        self.binds, self.gpu, self.sent, self.killed = list(extra_binds), gpu, [], False
+
+    def send(self, line: str) -> None:
+        self.sent.append(line)
+
+    def wait(self, timeout_s, cancel=None) -> ChildOutcome:
+        return ended()
+
+    def kill(self) -> None:
+        self.killed = True
+
+
+@pytest.fixture
+def recorder(monkeypatch) -> Recorder:
+    recorded = Recorder()
+    monkeypatch.setattr(build_child, "run_sandboxed", recorded.run_sandboxed)
+    monkeypatch.setattr(build_child, "resolve_isolation", lambda isolation: "bwrap")
+    monkeypatch.setattr(build_child, "acquire_zygote", lambda module, env: object())
+    monkeypatch.setattr(build_child, "release_zygote", lambda module, env: None)
+
+    def fork(*args, **kwargs) -> FakeForked:
+        child = FakeForked(*args, **kwargs)
+        recorded.forked.append(child)
+        return child
+
+    monkeypatch.setattr(build_child, "ForkedProcess", fork)
+    return recorded
+
+
+def run(tmp_path: Path, cancel: threading.Event | None = None) -> ChildOutcome:
+    return build_child.run_build_child(tmp_path / "job.json", tmp_path / "scratch", 60, tmp_path / "build", {}, None,
+                                       cancel)  # fmt: skip
+
+
+def test_a_build_is_forked_with_only_its_build_directory_writable(tmp_path, recorder):
+    assert run(tmp_path).returncode == 0
+    (child,) = recorder.forked
+    assert child.sent == [str(tmp_path / "job.json")] and child.binds == [tmp_path / "build"] and not child.gpu
+    assert recorder.exec_d == []
+
+
+def test_with_forking_off_a_build_is_exec_d(tmp_path, recorder, monkeypatch):
+    monkeypatch.setattr(config, "FORK_COMPILE_CHILDREN", False)
+    run(tmp_path)
+    assert recorder.forked == [] and recorder.exec_d[0][-2:] == [BUILD_MODULE, str(tmp_path / "job.json")]
+
+
+def test_without_bubblewrap_a_build_is_exec_d(tmp_path, recorder, monkeypatch):
+    monkeypatch.setattr(build_child, "resolve_isolation", lambda isolation: "none")
+    run(tmp_path)
+    assert recorder.forked == [] and len(recorder.exec_d) == 1
+
+
+def test_a_child_that_cannot_join_its_sandbox_gives_the_zygote_up_and_is_exec_d(tmp_path, recorder, monkeypatch):
+    given_up = []
+
+    def refuse(*args, **kwargs):
+        raise ForkFailed("could not join the sandbox: no")
+
+    monkeypatch.setattr(build_child, "ForkedProcess", refuse)
+    monkeypatch.setattr(build_child, "give_up", lambda zygote, reason: given_up.append(reason))
+    assert run(tmp_path).returncode == 0
+    assert given_up == ["could not join the sandbox: no"] and len(recorder.exec_d) == 1
+
+
+def test_a_build_stopped_before_its_start_kills_its_forked_child(tmp_path, recorder):
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(SandboxCancelled):
+        run(tmp_path, cancel)
+    (child,) = recorder.forked
+    assert child.killed and child.sent == []
+
+
+def test_the_stream_holds_the_zygote_from_its_start_to_its_end(monkeypatch):
+    calls = []
+    monkeypatch.setattr(build_child, "resolve_isolation", lambda isolation: "bwrap")
+    monkeypatch.setattr(
+        build_child, "acquire_zygote", lambda module, env: calls.append(("acquire", module)) or object()
+    )
+    monkeypatch.setattr(build_child, "release_zygote", lambda module, env: calls.append(("release", module)))
+    with build_child.held_build_zygote({"CUDA_HOME": "/cuda"}, None):
+        pass
+    assert calls == [("acquire", BUILD_MODULE), ("release", BUILD_MODULE)]
+
+
+def test_a_zygote_that_cannot_start_is_not_released(monkeypatch):
+    calls = []
+    monkeypatch.setattr(build_child, "resolve_isolation", lambda isolation: "bwrap")
+    monkeypatch.setattr(build_child, "acquire_zygote", lambda module, env: None)
+    monkeypatch.setattr(build_child, "release_zygote", lambda module, env: calls.append("release"))
+    with build_child.held_build_zygote({}, None):
+        pass
+    assert calls == []
+
+
+def test_compile_children_exec_d_instead_say_so(caplog):
+    with caplog.at_level(logging.WARNING):
+        forked._exec_d_instead(BUILD_MODULE, "the zygote's imports failed")
+    assert "compile children are exec'd, not forked: the zygote's imports failed" in caplog.text
