@@ -19,6 +19,7 @@ SUSPECT_LINES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (what, re.compile(pattern, re.MULTILINE))
     for what, pattern in (
         ("the sandbox did not start", r"^.*\bbwrap: .*$"),
+        ("the sandbox hides the interpreter", r"^.*ka-sandbox: .* is not in the sandbox$"),
         ("the sandbox's interpreter cannot import the builder or torch",
          r"^.*No module named '?(?:torch|schemas|builder(?:\.[\w.]+)?)'?$"
          r"|^.*Error while finding module specification for 'builder\..*$"),
