@@ -22,9 +22,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from builder import config
+from builder.verify import milestones
 from builder.verify.protocol.entry_points import BUILD_MODULE
 from builder.verify.sandbox.bubblewrap import resolve_isolation
-from builder.verify.sandbox.forked import ForkedProcess, ForkFailed, acquire_zygote, give_up, release_zygote
+from builder.verify.sandbox.forked import (
+    ForkedProcess,
+    ForkFailed,
+    acquire_zygote,
+    give_up,
+    release_zygote,
+    running_zygote,
+)
 from builder.verify.sandbox.process import ChildOutcome, SandboxCancelled, run_sandboxed
 
 
@@ -52,6 +60,7 @@ def run_build_child(job_path: Path, scratch: Path, timeout_s: float, build_dir: 
         try:
             if cancel is not None and cancel.is_set():
                 raise SandboxCancelled("stopped before the start")
+            milestones.mark("first_build_forked")
             child.send(str(job_path))
             return child.wait(timeout_s, cancel)
         except BaseException:
@@ -60,6 +69,14 @@ def run_build_child(job_path: Path, scratch: Path, timeout_s: float, build_dir: 
     finally:
         if zygote is not None:
             release_zygote(BUILD_MODULE, env)
+
+
+def zygote_is_up(env: dict[str, str]) -> bool:
+    """Whether the build zygote for `env` is up now (started, and usable)."""
+    if running_zygote(BUILD_MODULE, env) is None:
+        return False
+    release_zygote(BUILD_MODULE, env)
+    return True
 
 
 @contextmanager

@@ -82,7 +82,7 @@ class Zygote:
             hello = self._receive(config.ZYGOTE_START_TIMEOUT_S)
             if not hello.get("ready"):
                 raise ForkFailed(f"the zygote is not usable: {hello.get('problem')}")
-            milestones.mark("zygote_ready")
+            milestones.mark("build_zygote_ready" if child_module == BUILD_MODULE else "zygote_ready")
         except ForkFailed:
             self.close()
             raise

@@ -57,13 +57,12 @@ def test_a_forked_build_writes_its_build_directory_and_nothing_beside_it(tmp_pat
     with build_child.held_build_zygote({}, None):
         result = build_extension(MARKING_SOURCE.replace("ESCAPE", str(escape)), "cpp", "cpu",
                                  cache_dir=tmp_path / "cache", timeout_s=300)  # fmt: skip
-        assert forked.running_zygote(BUILD_MODULE, {}) is not None
-        forked.release_zygote(BUILD_MODULE, {})
+        assert build_child.zygote_is_up({})
     assert result.ok, result.error
     assert (Path(result.library_path).parent / "loaded-here").read_text() == "yes"  # its load-time code ran there
     assert not escape.exists()  # and wrote nothing outside its sandbox
     assert 0 < result.cpu_s < result.compile_s * 4  # its own CPU time, not the zygote's imports
-    assert forked.running_zygote(BUILD_MODULE, {}) is None  # the stream's end ended the zygote
+    assert not build_child.zygote_is_up({})  # the stream's end ended the zygote
 
 
 class Recorder:
