@@ -1,6 +1,6 @@
 """Compile one extension inside the sandbox: `python -m builder.verify.child.build JOB.json`, or forked from a build
-zygote (`sandbox/zygote.py`: `before_fork` imports torch's extension builder once, `main(["-"])` reads the job's
-path from stdin).
+zygote (`sandbox/zygote.py`: `before_fork` imports torch once, `main(["-"])` reads the job's path from stdin;
+`compile/build_child.py`).
 
 Runs `torch.utils.cpp_extension.load`, which also imports the built module: any load-time code of the
 candidate therefore runs here, in the sandbox, never in the builder. Writes a result JSON:

@@ -1,13 +1,13 @@
 """Where a build's compile child runs: forked from a build zygote, or exec'd (trusted parent side).
 
-An exec'd compile child spends seconds of a core importing torch's extension builder before nvcc starts: 4.7 s of a
-lean build's 38.7 core-s (docs/benchmarks.md). A build zygote (`sandbox/zygote.py`, with the build module's
-`before_fork`) imports it once, never builds anything itself, and forks each build's child into a bubblewrap
-sandbox of its own, with the binds an exec'd child gets (its build directory writable, nothing else of the
-builder's): the same `child/build.py` runs there, loads the candidate's module, and its load-time code sees only
-that sandbox. The first build waits for the zygote while it starts (an exec'd child would spend that time on the
-same imports); where there is no bubblewrap, or the zygote could not start or a child could not join its sandbox,
-children are exec'd as before (`forked.acquire_zygote`, `give_up`).
+An exec'd compile child spends seconds of a core importing torch before nvcc starts: a forked one built the same
+candidate in 2.9 s and 2.7 core-s less, of about 25 (docs/benchmarks.md). A build zygote (`sandbox/zygote.py`,
+with the build module's `before_fork`) imports torch once, never builds anything itself, and forks each build's
+child into a bubblewrap sandbox of its own, with the binds an exec'd child gets (its build directory writable,
+nothing else of the builder's): the same `child/build.py` runs there, loads the candidate's module, and its
+load-time code sees only that sandbox. The first build waits for the zygote while it starts (an exec'd child would
+spend that time on the same imports); where there is no bubblewrap, or the zygote could not start or a child could
+not join its sandbox, children are exec'd as before (`forked.acquire_zygote`, `give_up`).
 
 A compile stage holds the zygote for its stream (`held_build_zygote`), so that it is not ended and started again
 between two builds; its start begins with the stream, before the first build is read.

@@ -97,8 +97,9 @@ class Stage:
 
 class CompileStage(Stage):
     """The stream's pairs, read a window at a time and built on the compile workers, to `built`; each pair's task to
-    `tasks` as the pair is read. The build zygote (`build_child`) is held for the stream. At most `COMPILE_WINDOWS_IN_FLIGHT` windows build at once: reading further ahead
-    would claim pairs (an engine's come from the builder, a request each) before any worker could use them."""
+    `tasks` as the pair is read. The build zygote (`build_child`) is held for the stream. At most
+    `COMPILE_WINDOWS_IN_FLIGHT` windows build at once: reading further ahead would claim pairs (an engine's come from
+    the builder, a request each) before any worker could use them."""
 
     name = "compile"
 

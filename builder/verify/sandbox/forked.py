@@ -1,4 +1,5 @@
-"""Evaluation children forked from a zygote, each in a bubblewrap sandbox of its own (trusted parent side).
+"""Children forked from a zygote, each in a bubblewrap sandbox of its own (trusted parent side): evaluation children,
+and compile children (`compile/build_child.py`).
 
 `zygote.py` says why, and what the zygote, its supervisors and the children do. Here: `Zygote`, the zygote's
 process and socket (one per child module and environment, started by its first user and ended by its last:
@@ -6,7 +7,7 @@ process and socket (one per child module and environment, started by its first u
 the same arguments as an exec'd child's, around a placeholder (`SANDBOX_HOLDER`) that holds its namespaces, and
 whose child the zygote forks into it. The parent treats it as any pre-started child: its job goes in on stdin, the
 gate stops and pins it through the sandbox's PID namespace, its timeout counts the same, and killing the sandbox
-kills it. Where the zygote cannot start or a child cannot join, `ForkFailed` says why and the pool execs children
+kills it. Where the zygote cannot start or a child cannot join, `ForkFailed` says why and children are exec'd
 instead. A clean reference's child may be forked from the same zygote, once it is up (`engine/children.fork_fresh`).
 """
 

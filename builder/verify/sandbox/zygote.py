@@ -1,4 +1,4 @@
-"""A zygote for evaluation children: imports once, forks each child into a sandbox of its own.
+"""A zygote for evaluation or compile children: imports once, forks each child into a sandbox of its own.
 
     python -m builder.verify.sandbox.zygote CHILD_MODULE SOCKET_FD
 
