@@ -81,21 +81,29 @@ def zygote_is_up(env: dict[str, str]) -> bool:
 
 @contextmanager
 def held_build_zygote(env: dict[str, str], isolation: str | None) -> Iterator[None]:
-    """Hold the build zygote for `env` while the block runs, its start begun at once in the background."""
+    """Hold the build zygote for `env` while the block runs, its start begun at once in the background. A block that
+    ends first (a stream whose builds were all in the cache) does not wait for the start: the zygote is given back
+    as soon as it is up."""
     if not forks(isolation):
         yield
         return
-    held = threading.Event()
+    lock = threading.Lock()
+    state = {"held": False, "ended": False}
 
     def start() -> None:
-        if acquire_zygote(BUILD_MODULE, env) is not None:
-            held.set()
+        if acquire_zygote(BUILD_MODULE, env) is None:
+            return
+        with lock:
+            state["held"] = not state["ended"]
+        if not state["held"]:
+            release_zygote(BUILD_MODULE, env)
 
-    starter = threading.Thread(target=start, daemon=True, name="ka-build-zygote")
-    starter.start()
+    threading.Thread(target=start, daemon=True, name="ka-build-zygote").start()
     try:
         yield
     finally:
-        starter.join()
-        if held.is_set():
+        with lock:
+            state["ended"] = True
+            held = state["held"]
+        if held:
             release_zygote(BUILD_MODULE, env)

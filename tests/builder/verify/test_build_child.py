@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -161,7 +162,10 @@ def test_the_stream_holds_the_zygote_from_its_start_to_its_end(monkeypatch):
     )
     monkeypatch.setattr(build_child, "release_zygote", lambda module, env: calls.append(("release", module)))
     with build_child.held_build_zygote({"CUDA_HOME": "/cuda"}, None):
-        pass
+        deadline = time.monotonic() + 10
+        while not calls and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert calls == [("acquire", BUILD_MODULE)]  # started with the stream, held through it
     assert calls == [("acquire", BUILD_MODULE), ("release", BUILD_MODULE)]
 
 
@@ -171,7 +175,7 @@ def test_a_zygote_that_cannot_start_is_not_released(monkeypatch):
     monkeypatch.setattr(build_child, "acquire_zygote", lambda module, env: None)
     monkeypatch.setattr(build_child, "release_zygote", lambda module, env: calls.append("release"))
     with build_child.held_build_zygote({}, None):
-        pass
+        time.sleep(0.1)
     assert calls == []
 
 
@@ -193,3 +197,24 @@ def test_a_forked_compile_child_whose_interpreter_the_sandbox_hides_stops_as_the
     line = capsys.readouterr().err.strip()
     assert line == f"ka-sandbox: {missing} is not in the sandbox"
     assert suspect_text(line) == f"the sandbox hides the interpreter: {line}"
+
+
+def test_a_stream_that_ends_before_the_zygote_is_up_does_not_wait_and_gives_it_back_once_up(monkeypatch):
+    up, calls = threading.Event(), []
+
+    def slow_start(module, env):
+        up.wait(10)
+        calls.append("acquire")
+        return object()
+
+    monkeypatch.setattr(build_child, "resolve_isolation", lambda isolation: "bwrap")
+    monkeypatch.setattr(build_child, "acquire_zygote", slow_start)
+    monkeypatch.setattr(build_child, "release_zygote", lambda module, env: calls.append("release"))
+    with build_child.held_build_zygote({}, None):
+        pass  # every build was in the cache
+    assert calls == []  # ended without waiting for the start
+    up.set()
+    deadline = time.monotonic() + 10
+    while calls != ["acquire", "release"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert calls == ["acquire", "release"]
