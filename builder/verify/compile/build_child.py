@@ -5,12 +5,14 @@ candidate in 2.9 s and 2.7 core-s less, of about 25 (docs/benchmarks.md). A buil
 with the build module's `before_fork`) imports torch once, never builds anything itself, and forks each build's
 child into a bubblewrap sandbox of its own, with the binds an exec'd child gets (its build directory writable,
 nothing else of the builder's): the same `child/build.py` runs there, loads the candidate's module, and its
-load-time code sees only that sandbox. The first build waits for the zygote while it starts (an exec'd child would
-spend that time on the same imports); where there is no bubblewrap, or the zygote could not start or a child could
-not join its sandbox, children are exec'd as before (`forked.acquire_zygote`, `give_up`).
+load-time code sees only that sandbox.
 
-A compile stage holds the zygote for its stream (`held_build_zygote`), so that it is not ended and started again
-between two builds; its start begins with the stream, before the first build is read.
+A compile stage holds the zygote for its stream (`held_build_zygote`): its start begins with the stream, before
+the first build is read, and it is not ended and started again between two builds. A build waits for the zygote
+while it starts (an exec'd child would spend that time on the same imports). A build outside a stream (one
+candidate's, a test's) is exec'd: a zygote started and ended for one build would cost more than it saves. So is
+every build where there is no bubblewrap, or the zygote could not start or a child could not join its sandbox
+(`forked.started_zygote`, `give_up`).
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ from builder.verify.sandbox.bubblewrap import resolve_isolation
 from builder.verify.sandbox.forked import (
     ForkedProcess,
     ForkFailed,
-    acquire_zygote,
     give_up,
     release_zygote,
     running_zygote,
+    start_zygote_soon,
+    started_zygote,
 )
 from builder.verify.sandbox.process import ChildOutcome, SandboxCancelled, run_sandboxed
 
@@ -43,9 +46,9 @@ def forks(isolation: str | None) -> bool:
 
 def run_build_child(job_path: Path, scratch: Path, timeout_s: float, build_dir: Path, env: dict[str, str],
                     isolation: str | None, cancel: threading.Event | None) -> ChildOutcome:  # fmt: skip
-    """Run `child/build.py` on `job_path` to its end or `timeout_s`, forked where a build zygote is usable, else
-    exec'd; its build directory is its only writable path besides `scratch`. SandboxCancelled once `cancel` is set."""
-    zygote = acquire_zygote(BUILD_MODULE, env) if forks(isolation) else None
+    """Run `child/build.py` on `job_path` to its end or `timeout_s`, forked where a stream holds a usable build zygote,
+    else exec'd; its build directory is its only writable path besides `scratch`. SandboxCancelled once `cancel` is set."""
+    zygote = started_zygote(BUILD_MODULE, env) if forks(isolation) else None  # a stream's, up or starting
     child: ForkedProcess | None = None
     if zygote is not None:
         try:
@@ -81,24 +84,25 @@ def zygote_is_up(env: dict[str, str]) -> bool:
 
 @contextmanager
 def held_build_zygote(env: dict[str, str], isolation: str | None) -> Iterator[None]:
-    """Hold the build zygote for `env` while the block runs, its start begun at once in the background. A block that
-    ends first (a stream whose builds were all in the cache) does not wait for the start: the zygote is given back
-    as soon as it is up."""
+    """Hold the build zygote for `env` while the block runs, its start begun at once in the background (a build
+    waits for it from here on). A block that ends first (a stream whose builds were all in the cache) does not wait
+    for the start: the zygote is given back as soon as it is up."""
     if not forks(isolation):
         yield
         return
+    start_zygote_soon(BUILD_MODULE, env)
     lock = threading.Lock()
     state = {"held": False, "ended": False}
 
-    def start() -> None:
-        if acquire_zygote(BUILD_MODULE, env) is None:
+    def hold() -> None:
+        if started_zygote(BUILD_MODULE, env) is None:
             return
         with lock:
             state["held"] = not state["ended"]
         if not state["held"]:
             release_zygote(BUILD_MODULE, env)
 
-    threading.Thread(target=start, daemon=True, name="ka-build-zygote").start()
+    threading.Thread(target=hold, daemon=True, name="ka-build-zygote").start()
     try:
         yield
     finally:

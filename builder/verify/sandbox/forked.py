@@ -150,23 +150,46 @@ def acquire_zygote(child_module: str, env_extra: dict[str, str] | None = None) -
                 if known is not None:
                     _users[key] = _users.get(key, 0) + 1
                 return known
-            starting = _starting.get(key)
-            ours = starting is None
-            if starting is None:
-                starting = _starting[key] = threading.Event()
-        if not ours:
+            starting, ours = _claim_start(key)
+        if ours:
+            _start(key, child_module, env_extra, starting)
+        else:
             starting.wait()
-            continue
-        zygote: Zygote | None = None
-        try:
-            zygote = Zygote(child_module, env_extra)
-        except (ForkFailed, OSError) as exc:
-            _exec_d_instead(child_module, exc)
-        finally:
-            with _zygotes_lock:
-                _zygotes[key] = zygote
-                _starting.pop(key, None)
-            starting.set()
+
+
+def start_zygote_soon(child_module: str, env_extra: dict[str, str] | None = None) -> None:
+    """Begin this zygote's start in the background, unless it is up, starting, or could not start: once this returns,
+    `started_zygote` waits for it."""
+    key = _key(child_module, env_extra)
+    with _zygotes_lock:
+        known = _zygotes.get(key)
+        if key in _zygotes and (known is None or known.alive()):
+            return
+        starting, ours = _claim_start(key)
+    if ours:
+        threading.Thread(target=_start, args=(key, child_module, env_extra, starting), daemon=True,
+                         name="ka-zygote-start").start()  # fmt: skip
+
+
+def _claim_start(key: tuple) -> tuple[threading.Event, bool]:
+    """(the event set once this zygote's start is over, whether the caller is to start it); under the lock."""
+    if (starting := _starting.get(key)) is not None:
+        return starting, False
+    starting = _starting[key] = threading.Event()
+    return starting, True
+
+
+def _start(key: tuple, child_module: str, env_extra: dict[str, str] | None, starting: threading.Event) -> None:
+    zygote: Zygote | None = None
+    try:
+        zygote = Zygote(child_module, env_extra)
+    except (ForkFailed, OSError) as exc:
+        _exec_d_instead(child_module, exc)
+    finally:
+        with _zygotes_lock:
+            _zygotes[key] = zygote
+            _starting.pop(key, None)
+        starting.set()
 
 
 def running_zygote(child_module: str, env_extra: dict[str, str] | None = None) -> Zygote | None:
@@ -179,6 +202,17 @@ def running_zygote(child_module: str, env_extra: dict[str, str] | None = None) -
             return None
         _users[key] = _users.get(key, 0) + 1
         return zygote
+
+
+def started_zygote(child_module: str, env_extra: dict[str, str] | None = None) -> Zygote | None:
+    """The zygote for this child module and environment if one is up or starting (its start waited for; one user
+    more: give it back with `release_zygote`), else None: none is started here."""
+    key = _key(child_module, env_extra)
+    with _zygotes_lock:
+        starting = _starting.get(key)
+    if starting is not None:
+        starting.wait()
+    return running_zygote(child_module, env_extra)
 
 
 def release_zygote(child_module: str, env_extra: dict[str, str] | None = None) -> None:

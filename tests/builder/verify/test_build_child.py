@@ -97,7 +97,7 @@ def recorder(monkeypatch) -> Recorder:
     recorded = Recorder()
     monkeypatch.setattr(build_child, "run_sandboxed", recorded.run_sandboxed)
     monkeypatch.setattr(build_child, "resolve_isolation", lambda isolation: "bwrap")
-    monkeypatch.setattr(build_child, "acquire_zygote", lambda module, env: object())
+    monkeypatch.setattr(build_child, "started_zygote", lambda module, env: object())
     monkeypatch.setattr(build_child, "release_zygote", lambda module, env: None)
 
     def fork(*args, **kwargs) -> FakeForked:
@@ -157,22 +157,23 @@ def test_a_build_stopped_before_its_start_kills_its_forked_child(tmp_path, recor
 def test_the_stream_holds_the_zygote_from_its_start_to_its_end(monkeypatch):
     calls = []
     monkeypatch.setattr(build_child, "resolve_isolation", lambda isolation: "bwrap")
-    monkeypatch.setattr(
-        build_child, "acquire_zygote", lambda module, env: calls.append(("acquire", module)) or object()
-    )
+    monkeypatch.setattr(build_child, "start_zygote_soon", lambda module, env: calls.append(("start", module)))
+    monkeypatch.setattr(build_child, "started_zygote", lambda module, env: calls.append(("hold", module)) or object())
     monkeypatch.setattr(build_child, "release_zygote", lambda module, env: calls.append(("release", module)))
     with build_child.held_build_zygote({"CUDA_HOME": "/cuda"}, None):
+        assert calls[0] == ("start", BUILD_MODULE)  # begun before the stream's first build is read
         deadline = time.monotonic() + 10
-        while not calls and time.monotonic() < deadline:
+        while len(calls) < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert calls == [("acquire", BUILD_MODULE)]  # started with the stream, held through it
-    assert calls == [("acquire", BUILD_MODULE), ("release", BUILD_MODULE)]
+        assert calls == [("start", BUILD_MODULE), ("hold", BUILD_MODULE)]  # held through the stream
+    assert calls[-1] == ("release", BUILD_MODULE)
 
 
 def test_a_zygote_that_cannot_start_is_not_released(monkeypatch):
     calls = []
     monkeypatch.setattr(build_child, "resolve_isolation", lambda isolation: "bwrap")
-    monkeypatch.setattr(build_child, "acquire_zygote", lambda module, env: None)
+    monkeypatch.setattr(build_child, "start_zygote_soon", lambda module, env: None)
+    monkeypatch.setattr(build_child, "started_zygote", lambda module, env: None)
     monkeypatch.setattr(build_child, "release_zygote", lambda module, env: calls.append("release"))
     with build_child.held_build_zygote({}, None):
         time.sleep(0.1)
@@ -204,17 +205,28 @@ def test_a_stream_that_ends_before_the_zygote_is_up_does_not_wait_and_gives_it_b
 
     def slow_start(module, env):
         up.wait(10)
-        calls.append("acquire")
+        calls.append("hold")
         return object()
 
     monkeypatch.setattr(build_child, "resolve_isolation", lambda isolation: "bwrap")
-    monkeypatch.setattr(build_child, "acquire_zygote", slow_start)
+    monkeypatch.setattr(build_child, "start_zygote_soon", lambda module, env: None)
+    monkeypatch.setattr(build_child, "started_zygote", slow_start)
     monkeypatch.setattr(build_child, "release_zygote", lambda module, env: calls.append("release"))
     with build_child.held_build_zygote({}, None):
-        pass  # every build was in the cache
+        time.sleep(0.1)  # every build was in the cache
     assert calls == []  # ended without waiting for the start
     up.set()
     deadline = time.monotonic() + 10
-    while calls != ["acquire", "release"] and time.monotonic() < deadline:
+    while calls != ["hold", "release"] and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert calls == ["acquire", "release"]
+    assert calls == ["hold", "release"]
+
+
+@needs_bwrap
+def test_a_build_outside_a_stream_starts_no_zygote_and_is_exec_d(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(build_child, "run_sandboxed", lambda argv, *args, **kwargs: calls.append(argv) or ended())
+    build_child.run_build_child(tmp_path / "job.json", tmp_path / "scratch", 60, tmp_path / "build", {"K": "v"}, None,
+                                None)  # fmt: skip
+    assert len(calls) == 1 and calls[0][-1] == str(tmp_path / "job.json")
+    assert not build_child.zygote_is_up({"K": "v"})

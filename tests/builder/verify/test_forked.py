@@ -247,3 +247,67 @@ def test_a_forked_child_makes_its_own_cuda_context():
         assert result["cuda"] == {"available": True, "bad_fork": False, "sum": 1024.0}, result
         assert result["caps"] == ZERO_CAPS and result["network"].startswith("denied")
         child.discard()
+
+
+class FakeZygote:
+    """Stands in for a zygote process: starts after `delay_s`, or fails to."""
+
+    started: list[FakeZygote] = []
+
+    def __init__(self, child_module, env_extra=None, delay_s: float = 0.3, fails: bool = False) -> None:
+        time.sleep(delay_s)
+        if fails:
+            raise forked.ForkFailed("the zygote is not usable: a test's")
+        self.closed = False
+        FakeZygote.started.append(self)
+
+    def alive(self) -> bool:
+        return not self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def fake_zygotes(monkeypatch):
+    FakeZygote.started = []
+    monkeypatch.setattr(forked, "Zygote", FakeZygote)
+    yield FakeZygote
+    forked.close_zygotes()
+
+
+def test_a_zygote_begun_in_the_background_is_waited_for_by_its_users_and_ended_by_the_last(fake_zygotes):
+    key = ("tests.a_module", {"K": "v"})
+    assert forked.started_zygote(*key) is None and fake_zygotes.started == []  # none known: none started here
+    forked.start_zygote_soon(*key)
+    forked.start_zygote_soon(*key)  # already starting: one start
+    zygote = forked.started_zygote(*key)  # waits for the start under way
+    assert zygote is fake_zygotes.started[0] and len(fake_zygotes.started) == 1
+    assert forked.running_zygote(*key) is zygote  # a second user
+    forked.release_zygote(*key)
+    assert not zygote.closed
+    forked.release_zygote(*key)
+    assert zygote.closed and forked.running_zygote(*key) is None
+
+
+def test_a_zygote_that_could_not_start_is_not_started_again(monkeypatch, fake_zygotes, caplog):
+    monkeypatch.setattr(forked, "Zygote", lambda module, env=None: FakeZygote(module, env, delay_s=0, fails=True))
+    with caplog.at_level(logging.WARNING):
+        forked.start_zygote_soon("builder.verify.child.build", {"K": "w"})
+        assert forked.started_zygote("builder.verify.child.build", {"K": "w"}) is None
+    assert "compile children are exec'd, not forked: the zygote is not usable: a test's" in caplog.text
+    forked.start_zygote_soon("builder.verify.child.build", {"K": "w"})
+    assert forked.started_zygote("builder.verify.child.build", {"K": "w"}) is None
+    assert fake_zygotes.started == []
+
+
+def test_one_zygote_starting_holds_up_no_user_of_another(monkeypatch, fake_zygotes):
+    monkeypatch.setattr(forked, "Zygote", lambda module, env=None: FakeZygote(module, env, delay_s=1.5))
+    forked.start_zygote_soon("tests.slow_module")
+    started = time.monotonic()
+    monkeypatch.setattr(forked, "Zygote", lambda module, env=None: FakeZygote(module, env, delay_s=0))
+    assert forked.acquire_zygote("tests.quick_module") is not None
+    assert time.monotonic() - started < 1.0  # not behind the slow one's start
+    forked.release_zygote("tests.quick_module")
+    assert forked.started_zygote("tests.slow_module") is not None
+    forked.release_zygote("tests.slow_module")
