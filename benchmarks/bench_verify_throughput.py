@@ -244,6 +244,9 @@ def main() -> None:
         default=None,
         help="parallel compile children (default: config.compile_workers_for the pass's cores and GPUs)",
     )
+    parser.add_argument("--first-batch", type=int, default=config.COMPILE_FIRST_BATCH_SIZE,
+                        help="candidates in a stream's first shared build, the ramp's start "
+                             f"(default {config.COMPILE_FIRST_BATCH_SIZE})")  # fmt: skip
     parser.add_argument("--records", type=Path, default=None, help="append each run's records here, JSON lines")
     parser.add_argument("--profile", action="store_true", help="profiles on (ncu, torch profiler, clang-tidy)")
     longest = config.JUDGE_POLL_MAX_S
@@ -321,6 +324,8 @@ def main() -> None:
     connections = [work_queues.DRIVER_DEFAULT if v == "default" else int(v) for v in values] or [None]
     if args.compile_workers is not None and args.compile_workers < 1:
         parser.error(f"--compile-workers: 1 or more, not {args.compile_workers}")
+    if args.first_batch < 1:
+        parser.error(f"--first-batch: 1 or more, not {args.first_batch}")
     if args.warm_repeat < 1:
         parser.error(f"--warm-repeat: 1 or more, not {args.warm_repeat}")
     if warm_gpus and backend != "cuda":
@@ -347,7 +352,8 @@ def main() -> None:
         compile_workers = args.compile_workers or (config.compile_workers_for(cores, gpus) if cores else None)
         return VerifyOptions(backend=backend, build_cache_dir=work / "builds", baseline_cache_dir=work / "baselines",
                              trials=config.DEFAULT_TRIALS, eval_workers=workers, profile=args.profile,
-                             compile_workers=compile_workers, engines=args.engines, fork_children=fork_children,
+                             compile_workers=compile_workers, first_batch_size=args.first_batch,
+                             engines=args.engines, fork_children=fork_children,
                              fork_references=True if args.fork_references else None,
                              refill_after_first_reference=refill_late)  # fmt: skip
 
@@ -360,7 +366,8 @@ def main() -> None:
         pairs = corpus(backend, count, args.tasks)
         label = f"eval workers/device {workers or 'default'}{', profiles on' if args.profile else ''}"
         print(f"{label}: {count} kernels over {len({t.id for _, t in pairs})} tasks, compile workers "
-              f"{options.compile_workers or 'by the config'}, batch size {options.batch_size}", flush=True)  # fmt: skip
+              f"{options.compile_workers or 'by the config'}, batch size {options.batch_size} (the first "
+              f"{options.first_batch_size})", flush=True)  # fmt: skip
         show(measure_stream(pairs, options, label, args.records))
         if CUT_SHORT.is_set():
             return

@@ -30,6 +30,7 @@ class VerifyOptions:
     isolation: str | None = None  # None: bwrap when usable, else process
     compile_workers: int | None = None  # None: the config's rule for the stream's cores and GPUs
     batch_size: int = config.COMPILE_BATCH_SIZE
+    first_batch_size: int = config.COMPILE_FIRST_BATCH_SIZE  # a stream's first builds ramp up from it
     prestart: int = config.EVAL_POOL_SIZE  # pre-started evaluation children per worker in stream()
     eval_workers: int | None = None  # evaluation workers per device in stream(); None: config's for the backend
     engines: int | None = None  # engine processes in stream(): None, one per GPU when several (1: this one only)

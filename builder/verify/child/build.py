@@ -37,18 +37,6 @@ def before_fork() -> None:
     import torch  # noqa: F401
 
 
-def hidden_from_the_sandbox() -> str | None:
-    """A forked child's interpreter was loaded outside its sandbox. What it reads from now on (the interpreter, torch's
-    headers and libraries) must be in the sandbox too, as an exec'd child's start shows: the first path that is
-    not, else None."""
-    import torch
-
-    for path in (sys.executable, os.path.dirname(torch.__file__)):
-        if not os.path.exists(path):
-            return path
-    return None
-
-
 def compile_job(job: dict) -> dict:
     from torch.utils import cpp_extension
 
@@ -99,9 +87,6 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m builder.verify.child.build JOB.json|-", file=sys.stderr)
         return 2
-    if argv[0] == "-" and (hidden := hidden_from_the_sandbox()) is not None:
-        print(f"ka-sandbox: {hidden} is not in the sandbox", file=sys.stderr)  # no result: the machinery's failure
-        return 1
     job_path = sys.stdin.readline().strip() if argv[0] == "-" else argv[0]
     job = json.loads(Path(job_path).read_text())
     Path(job["result_path"]).write_text(json.dumps({"ok": False, "provisional": True, "module_name": job.get("name")}))

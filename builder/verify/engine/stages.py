@@ -161,7 +161,7 @@ class CompileStage(Stage):
                 if candidate.language == "python":
                     self.built.send(Built(candidate, task, CompileResult(ok=True)))
             backend, keyed = self.options.backend, build_settings(self.options)
-            first_batch_size = config.COMPILE_FIRST_BATCH_SIZE if number == 0 else None  # the start's ramp
+            first_batch_size = self.options.first_batch_size if number == 0 else None  # the start's ramp
             # The control kernel is built on its own: a build keeps no record until the control's has come
             # (pipeline/control_gate.py), and another member's compile error would build it a second time.
             alone = [index for index, (candidate, _) in enumerate(window) if _is_control(candidate, backend)]

@@ -138,6 +138,11 @@ def _key(child_module: str, env_extra: dict[str, str] | None) -> tuple:
     return child_module, tuple(sorted((env_extra or {}).items()))
 
 
+def _settled(key: tuple) -> bool:
+    """This zygote is up, or is known not to start (None); under the lock."""
+    return key in _zygotes and (_zygotes[key] is None or _zygotes[key].alive())
+
+
 def acquire_zygote(child_module: str, env_extra: dict[str, str] | None = None) -> Zygote | None:
     """The zygote for this child module and environment, started by its first user (the others wait for it);
     None where it cannot start (the reason is logged once, and children are exec'd). Each caller gives it back
@@ -145,9 +150,8 @@ def acquire_zygote(child_module: str, env_extra: dict[str, str] | None = None) -
     key = _key(child_module, env_extra)
     while True:
         with _zygotes_lock:
-            known = _zygotes.get(key)
-            if key in _zygotes and (known is None or known.alive()):
-                if known is not None:
+            if _settled(key):
+                if (known := _zygotes[key]) is not None:
                     _users[key] = _users.get(key, 0) + 1
                 return known
             starting, ours = _claim_start(key)
@@ -162,8 +166,7 @@ def start_zygote_soon(child_module: str, env_extra: dict[str, str] | None = None
     `started_zygote` waits for it."""
     key = _key(child_module, env_extra)
     with _zygotes_lock:
-        known = _zygotes.get(key)
-        if key in _zygotes and (known is None or known.alive()):
+        if _settled(key):
             return
         starting, ours = _claim_start(key)
     if ours:

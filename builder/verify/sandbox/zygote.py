@@ -182,6 +182,27 @@ def become_child(descriptors: list[int], cwd: str, cores: list[int] | None) -> N
     drop_privileges()
 
 
+def hidden_from_the_sandbox(module: Any) -> str | None:
+    """A forked child's interpreter was loaded outside its sandbox. What it reads from now on (the interpreter, the
+    child module, torch's headers and libraries) must be in the sandbox too, as an exec'd child's start shows: the
+    first path that is not, else None."""
+    torch = sys.modules.get("torch")
+    for path in (sys.executable, getattr(module, "__file__", None), torch and os.path.dirname(torch.__file__)):
+        if path and not os.path.exists(path):
+            return path
+    return None
+
+
+def run_child(module: Any) -> int:
+    """The child module's `main(["-"])` in its sandbox. Where the sandbox hides what an exec'd child would need to
+    start, a line on stderr says so (`sandbox/suspects.py`: the machinery's failure, never the candidate's) and
+    the child ends before any of the child module's code runs."""
+    if (hidden := hidden_from_the_sandbox(module)) is not None:
+        print(f"ka-sandbox: {hidden} is not in the sandbox", file=sys.stderr)
+        return 1
+    return int(module.main(["-"]) or 0)
+
+
 def _report(descriptor: int, message: dict[str, Any]) -> None:
     os.write(descriptor, (json.dumps(message) + "\n").encode())
 
@@ -200,7 +221,7 @@ def supervise(module: Any, request: dict[str, Any], descriptors: list[int]) -> i
         code = 1
         try:
             become_child(descriptors, str(request["cwd"]), request.get("cores"))
-            code = int(module.main(["-"]) or 0)
+            code = run_child(module)
         except BaseException:  # noqa: BLE001 - the parent reads how it ended from the status and stderr
             traceback.print_exc()
         finally:

@@ -186,20 +186,6 @@ def test_compile_children_exec_d_instead_say_so(caplog):
     assert "compile children are exec'd, not forked: the zygote's imports failed" in caplog.text
 
 
-def test_a_forked_compile_child_whose_interpreter_the_sandbox_hides_stops_as_the_machinerys_failure(
-    tmp_path, monkeypatch, capsys
-):
-    from builder.verify.child import build
-    from builder.verify.sandbox.suspects import suspect_text
-
-    missing = tmp_path / "venv" / "bin" / "python"
-    monkeypatch.setattr(build.sys, "executable", str(missing))
-    assert build.main(["-"]) == 1  # before it reads a job: it writes no result
-    line = capsys.readouterr().err.strip()
-    assert line == f"ka-sandbox: {missing} is not in the sandbox"
-    assert suspect_text(line) == f"the sandbox hides the interpreter: {line}"
-
-
 def test_a_stream_that_ends_before_the_zygote_is_up_does_not_wait_and_gives_it_back_once_up(monkeypatch):
     up, calls = threading.Event(), []
 

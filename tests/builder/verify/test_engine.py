@@ -425,8 +425,8 @@ def test_the_next_windows_builds_start_while_the_last_window_still_builds(task, 
         return CompileResult(ok=False, error="fake.cpp: error: no compiler here")
 
     monkeypatch.setattr(stages.CompileStage, "_build", fake_build)
-    monkeypatch.setattr(config, "COMPILE_FIRST_BATCH_SIZE", 2)
-    records = list(Verifier(replace(options, batch_size=2, compile_workers=2)).stream(numbered_cpp_pairs(task, 12)))
+    streamed = replace(options, batch_size=2, first_batch_size=2, compile_workers=2)
+    records = list(Verifier(streamed).stream(numbered_cpp_pairs(task, 12)))
     assert sorted(r.kernel_name for r in records) == sorted(f"k{i}" for i in range(12))  # none lost, none twice
     straggler_ends = [end for members, _, end in spans if 0 in members]
     second_window = [began for members, began, _ in spans if members & {4, 5, 6, 7}]
@@ -484,8 +484,8 @@ def test_a_streams_first_builds_ramp_up_and_later_ones_share_the_workers(task, o
         return CompileResult(ok=False, error="fake.cpp: error: no compiler here")
 
     monkeypatch.setattr(stages.CompileStage, "_build", fake_build)
-    monkeypatch.setattr(config, "COMPILE_FIRST_BATCH_SIZE", 2)
-    records = list(Verifier(replace(options, batch_size=4, compile_workers=2)).stream(numbered_cpp_pairs(task, 20)))
+    streamed = replace(options, batch_size=4, first_batch_size=2, compile_workers=2)
+    records = list(Verifier(streamed).stream(numbered_cpp_pairs(task, 20)))
     assert sorted(r.kernel_name for r in records) == sorted(f"k{i}" for i in range(20))
     assert {r.status for r in records} == {"compile_error"}
     seen: set[int] = set()

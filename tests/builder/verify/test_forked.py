@@ -22,6 +22,7 @@ from builder.verify.sandbox import process as sandbox
 from builder.verify.sandbox.forked import ForkedProcess
 from builder.verify.sandbox.pool import EvalPool
 from builder.verify.sandbox.process import SandboxedProcess
+from builder.verify.sandbox.suspects import suspect_text
 from tests.fixtures.sandbox.probe_child import host_shared_memory
 
 PROBE_CHILD = "tests.fixtures.sandbox.probe_child"
@@ -186,6 +187,30 @@ def test_a_forked_child_that_dies_while_it_starts_stops_the_forking(caplog):
         assert type(child.process) is SandboxedProcess and type(pool._ready[0].process) is SandboxedProcess
         child.discard()
     assert "a forked child died before its job: exit code 1: probe: failing at start, as asked" in caplog.text
+
+
+@needs_bwrap
+def test_a_forked_child_whose_interpreter_the_sandbox_hides_stops_as_the_machinerys_failure(monkeypatch):
+    monkeypatch.setenv("HF_HOME", sys.prefix)  # a folder whose secrets the sandbox hides: the interpreter's own
+    env = {"KA_PROBE_CASE": "hidden interpreter"}  # a zygote of its own: another test may have given one up
+    with EvalPool(1, gpu=False, env_extra=env, child_module=PROBE_CHILD) as pool:
+        first = pool._ready[0].process
+        assert isinstance(first, ForkedProcess)
+        assert _eventually(lambda: not first.alive())
+        outcome = first.wait(5)
+    line = f"ka-sandbox: {sys.executable} is not in the sandbox"
+    assert outcome.returncode == 1 and outcome.stderr_tail.strip() == line, outcome.stderr_tail
+    assert suspect_text(outcome.stderr_tail) == f"the sandbox hides the interpreter: {line}"
+    assert "probe:" not in outcome.stderr_tail  # none of the child module's code ran
+
+
+def test_a_child_whose_sandbox_shows_its_interpreter_runs_its_module(monkeypatch):
+    ran = []
+    module = type(sys)("ka_fake_child")
+    module.__file__, module.main = __file__, lambda argv: ran.append(argv) or 7
+    assert zygote.run_child(module) == 7 and ran == [["-"]]
+    monkeypatch.setattr(module, "__file__", "/nonexistent/ka_fake_child.py")
+    assert zygote.run_child(module) == 1 and ran == [["-"]]
 
 
 def test_a_process_in_no_sandbox_of_its_own_cannot_be_joined():
