@@ -155,8 +155,10 @@ def compile_workers_for(cores: int, gpus: int = 1) -> int:
 
 
 # Candidates per shared build at most (the torch headers dominate a build), no more than an even share of the
-# compile workers; a stream's first builds ramp up from COMPILE_FIRST_BATCH_SIZE (docs/architecture.md).
-COMPILE_BATCH_SIZE, COMPILE_FIRST_BATCH_SIZE = 16, 4
+# compile workers; a stream's first builds ramp up from COMPILE_FIRST_BATCH_SIZE: a first build of one ends soonest
+# and is the least likely to hold a compile error (the first evaluated record 2.7-4.4 s sooner than with 4, one
+# GPU; docs/benchmarks.md).
+COMPILE_BATCH_SIZE, COMPILE_FIRST_BATCH_SIZE = 16, 1
 # Windows of candidates (COMPILE_BATCH_SIZE x compile workers) whose builds wait in the queue at once, earlier
 # windows first: the next window's builds take the workers that the last one's stragglers leave idle.
 COMPILE_WINDOWS_IN_FLIGHT = 2
