@@ -172,7 +172,7 @@ FORK_TIMEOUT_S = 60.0  # a sandbox's holder is up, and a child forked into it, w
 # A pre-started child's clock waits for this file (its start-up's end), at most this long: a timeout is the candidate's
 POOLED_CHILD_READY_NAME, POOLED_CHILD_READY_WAIT_S = "started", 120.0
 # Evaluation workers per device, side by side while each timing window owns it (device_gate.py, docs/architecture.md).
-EVAL_WORKERS_PER_GPU = 12
+EVAL_WORKERS_PER_GPU = 8
 EVAL_WORKERS_CPU = 1  # one on the CPU backend, whose checks share the compiles' cores
 ENGINE_PROCESS_PER_GPU = True  # a stream over several GPUs runs an engine process each (engine/device_engines.py)
 ENGINE_STOP_GRACE_S = 30.0  # a stopped engine closes its stream (its children and builds) within this
