@@ -204,7 +204,7 @@ def test_a_forked_child_whose_interpreter_the_sandbox_hides_stops_as_the_machine
     assert "probe:" not in outcome.stderr_tail  # none of the child module's code ran
 
 
-def test_a_child_whose_sandbox_shows_its_interpreter_runs_its_module(monkeypatch):
+def test_a_forked_child_runs_its_module_only_where_its_sandbox_shows_the_module(monkeypatch):
     ran = []
     module = type(sys)("ka_fake_child")
     module.__file__, module.main = __file__, lambda argv: ran.append(argv) or 7
