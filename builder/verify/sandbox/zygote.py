@@ -16,8 +16,10 @@ survive a fork), and forks each child from there. Three roles, each a process:
   status descriptor: {"pid": host pid} once the child exists, then {"returncode": N} or {"signal": N} once it has
   ended, or {"error": why} where it could not join;
 - the **child** (untrusted from here on): a new session, its descriptors, HOME and TMPDIR, the resource limits,
-  then every capability and privilege dropped and checked gone, before any other code runs; then
-  `CHILD_MODULE.main(["-"])` (its CUDA context, its job path from stdin), exactly as an exec'd pre-started child.
+  then every capability and privilege dropped and checked gone, before any other code runs; then a check that the
+  sandbox shows its interpreter, its module and torch (`run_child`: an exec'd child could not have started
+  otherwise); then `CHILD_MODULE.main(["-"])` (its CUDA context, its job path from stdin), exactly as an exec'd
+  pre-started child.
 
 Nothing of one candidate reaches another: each child is a copy of a zygote that never ran candidate code, and it
 sees only its own sandbox. The parent side is `forked.py`.
