@@ -139,6 +139,9 @@ LEAN_TORCH_NAMES = frozenset({
 })  # fmt: skip
 CPU_EXTENSION_CFLAGS = CUDA_EXTENSION_CFLAGS = ("-O3",)  # no --use_fast_math: numerics (VerifyOptions.fast_math)
 CUDA_FAST_MATH_FLAG = "--use_fast_math"
+# nvcc's host front end (cudafe++) beside its device chain (cicc, ptxas, fatbinary), its own commands, the host
+# compiler after both: the same build, sooner by the shorter chain (builder/verify/child/nvcc_side_by_side.py).
+NVCC_FRONT_ENDS_SIDE_BY_SIDE = True
 
 
 # Of the cores a stream may run on, the share its compile children (each runs ninja/nvcc) get: half with one GPU,

@@ -9,25 +9,40 @@ Before anything else it writes `{"ok": false, "provisional": true}` there: a par
 knows that the interpreter never got this far (`sandbox/suspects.compile_suspect`). The host compiler runs through
 `ka-cxx` (`CXX`), which says on stderr, in the build log, when a signal ended the compiler or when there is none.
 
-Job JSON: `{"name", "source_path", "build_dir", "backend", "cflags", "cuda_cflags", "result_path"}`.
+nvcc runs through `nvcc_side_by_side.py` (`PYTORCH_NVCC`) where the job says so: its host and device front ends at once.
+
+Job JSON: `{"name", "source_path", "build_dir", "backend", "cflags", "cuda_cflags", "nvcc_side_by_side",
+"result_path"}`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import time
 import traceback
 from pathlib import Path
 
 WRAPPER = Path(__file__).with_name("ka-cxx")
+NVCC_SIDE_BY_SIDE = Path(__file__).with_name("nvcc_side_by_side.py")
 
 
 def wrap_compiler() -> None:
     """The host compiler the build would run (`$CXX`, else c++), run through `ka-cxx` (see the module's text)."""
     os.environ["KA_REAL_CXX"] = os.environ.get("CXX") or "c++"
     os.environ["CXX"] = str(WRAPPER)
+
+
+def run_nvcc_side_by_side(cuda_home: str | None) -> None:
+    """nvcc's front ends side by side (`nvcc_side_by_side.py`), and no dependency file: a build directory holds one
+    build of one source, never built again, and the file costs nvcc one more preprocessing pass before the others."""
+    if not cuda_home:
+        return  # torch's own error (no CUDA_HOME) says what is missing
+    os.environ["TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES"] = "1"
+    os.environ["KA_REAL_NVCC"] = os.path.join(cuda_home, "bin", "nvcc")
+    os.environ["PYTORCH_NVCC"] = shlex.join([sys.executable, "-I", str(NVCC_SIDE_BY_SIDE)])
 
 
 def before_fork() -> None:
@@ -44,6 +59,8 @@ def compile_job(job: dict) -> dict:
     wrap_compiler()
     build_dir = Path(job["build_dir"])
     cuda = job["backend"] == "cuda"
+    if cuda and job.get("nvcc_side_by_side"):
+        run_nvcc_side_by_side(cpp_extension.CUDA_HOME)
     try:
         module = cpp_extension.load(
             name=job["name"],

@@ -293,6 +293,7 @@ def _build_plan(
             "backend": backend,
             "cflags": cflags,
             "cuda_cflags": cuda_cflags,
+            "nvcc_side_by_side": config.NVCC_FRONT_ENDS_SIDE_BY_SIDE,
             "result_path": str(result_path),
         }
         job_path.write_text(json.dumps(job))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shlex
+import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -9,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from builder.verify import environment
+from builder.verify.child import nvcc_side_by_side
 from builder.verify.compile import batching
 from builder.verify.compile.extension import build_extension
 from builder.verify.sandbox.process import run_sandboxed
@@ -69,3 +73,21 @@ def test_three_cuda_candidates_share_one_build(build):
     assert len({r.library_path for r in results}) == 1 and results[0].batch_size == 3
     for name, result in zip(names, results, strict=True):
         assert call_on_ones(result.library_path, result.module_name, result.symbol) == EXPECTED[name]
+
+
+def test_a_cuda_build_runs_nvccs_front_ends_side_by_side(build):
+    """The build's own nvcc line, as torch wrote it for this GPU, takes the side-by-side plan, not nvcc's own run."""
+    result = build((FIXTURES / "gpu_mul_scalar.cu").read_text() + "// built once more\n", "cuda")
+    assert result.ok, result.error
+    build_dir = Path(result.library_path).parent
+    ninja = dict(line.split(" = ", 1) for line in (build_dir / "build.ninja").read_text().splitlines() if " = " in line)
+    assert nvcc_side_by_side.SCRIPT_NAME in ninja["nvcc"]
+    assert "--generate-dependencies-with-compile" not in ninja["cuda_cflags"]
+    source = next(build_dir.glob("*.cu"))
+    arguments = [*shlex.split(ninja["cuda_cflags"]), "-c", str(source), "-o", "probe.o"]
+    nvcc = os.path.join(environment.cuda_home(), "bin", "nvcc")
+    listing = subprocess.run([nvcc, "--dryrun", *arguments], cwd=build_dir, capture_output=True, text=True)
+    assert listing.returncode == 0, listing.stderr
+    plan = nvcc_side_by_side.plan_from_dryrun(listing.stderr, arguments, dict(os.environ))
+    assert plan is not None, listing.stderr
+    assert [step.tool for step in plan.device_chain][1:] == ["cicc", "ptxas", "fatbinary"]
