@@ -247,6 +247,9 @@ def main() -> None:
     parser.add_argument("--first-batch", type=int, default=config.COMPILE_FIRST_BATCH_SIZE,
                         help="candidates in a stream's first shared build, the ramp's start "
                              f"(default {config.COMPILE_FIRST_BATCH_SIZE})")  # fmt: skip
+    parser.add_argument("--nvcc-in-series", action="store_true",
+                        help="nvcc's steps one after another, as nvcc runs them, not its two front ends side by side "
+                             "(the config's NVCC_FRONT_ENDS_SIDE_BY_SIDE; engines in this process)")  # fmt: skip
     parser.add_argument("--records", type=Path, default=None, help="append each run's records here, JSON lines")
     parser.add_argument("--profile", action="store_true", help="profiles on (ncu, torch profiler, clang-tidy)")
     longest = config.JUDGE_POLL_MAX_S
@@ -330,12 +333,15 @@ def main() -> None:
         parser.error(f"--warm-repeat: 1 or more, not {args.warm_repeat}")
     if warm_gpus and backend != "cuda":
         parser.error(f"--warm-gpus: on the cuda backend, not {backend}")
+    if args.nvcc_in_series:
+        config.NVCC_FRONT_ENDS_SIDE_BY_SIDE = False
     env = environment.environment_fields(backend)
     print(f"machine: {platform.node()} {os.cpu_count()} cores, {env['gpu_name']}, torch {env['torch_version']}, "
           f"cuda {env['cuda_version']}, nvcc {env['nvcc_version']}, isolation {resolve_isolation()}, evaluation "
           f"children {'forked' if forks else 'exec-d'}, clean references "
           f"{'forked' if args.fork_references or config.FORK_REFERENCE_CHILDREN else 'exec-d'}, spare children "
-          f"{'after the first reference' if refill_late else 'at once'}")  # fmt: skip
+          f"{'after the first reference' if refill_late else 'at once'}, nvcc's front ends "
+          f"{'side by side' if config.NVCC_FRONT_ENDS_SIDE_BY_SIDE else 'in series'}")  # fmt: skip
     print(f"cores: {smt_line()}")
     started = time.perf_counter()
     bytecode = bytecode_cache.for_child(resolve_isolation(), [])  # warmed once per environment, not per run

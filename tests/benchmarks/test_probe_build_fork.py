@@ -1,4 +1,5 @@
-"""probe_build_fork.py: exec'd against forked compile children, through the builder's own build."""
+"""probe_build_fork.py: a compile child's two ways (exec'd or forked, nvcc in series or side by side), through the
+builder's own build."""
 
 from __future__ import annotations
 
@@ -20,6 +21,12 @@ def test_a_missing_candidate_is_a_usage_error():
     assert run.returncode == 2 and run.stderr.strip() == "no such candidate: /nonexistent.cu"
 
 
+def test_nvcc_side_by_side_against_in_series_is_a_cuda_probe():
+    run = subprocess.run([sys.executable, PROBE, "--vary", "nvcc", "--backend", "cpu"], capture_output=True, text=True,
+                         cwd=ROOT)  # fmt: skip
+    assert run.returncode == 2 and run.stderr.strip() == "--vary nvcc: on the cuda backend (a CPU build runs no nvcc)"
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not bubblewrap.bwrap_usable(), reason="bubblewrap not usable here")
 def test_one_build_each_way_on_the_cpu(tmp_path):
@@ -28,6 +35,6 @@ def test_one_build_each_way_on_the_cpu(tmp_path):
                           "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=600)  # fmt: skip
     assert run.returncode == 0, run.stderr
     report = json.loads((tmp_path / "build-fork.json").read_text())
-    assert [row["forked"] for row in report["builds"]] == [False, True]
+    assert [row["way"] for row in report["builds"]] == ["exec'd", "forked"]
     assert all(row["cpu_s"] > 0 for row in report["builds"])
     assert set(report["medians"]) == {"exec'd", "forked"}
