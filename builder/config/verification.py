@@ -139,9 +139,12 @@ LEAN_TORCH_NAMES = frozenset({
 })  # fmt: skip
 CPU_EXTENSION_CFLAGS = CUDA_EXTENSION_CFLAGS = ("-O3",)  # no --use_fast_math: numerics (VerifyOptions.fast_math)
 CUDA_FAST_MATH_FLAG = "--use_fast_math"
-# nvcc's host front end (cudafe++) beside its device chain (cicc, ptxas, fatbinary), its own commands, the host
-# compiler after both: the same build, sooner by the shorter chain (builder/verify/child/nvcc_side_by_side.py).
+# For a build something waits on now (a stream's first, a build on its own): nvcc's host front end (cudafe++) beside
+# its device chain (cicc, ptxas, fatbinary), its own commands, the host compiler after both: the same build, sooner
+# by the shorter chain, for the same core-s alone but more under load (builder/verify/child/nvcc_side_by_side.py).
 NVCC_FRONT_ENDS_SIDE_BY_SIDE = True
+# A stream's later builds run at this niceness: the first build and the evaluations get the cores first.
+COMPILE_LATER_BUILDS_NICE = 10
 
 
 # Of the cores a stream may run on, the share its compile children (each runs ninja/nvcc) get: half with one GPU,

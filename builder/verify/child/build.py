@@ -11,8 +11,8 @@ knows that the interpreter never got this far (`sandbox/suspects.compile_suspect
 
 nvcc runs through `nvcc_side_by_side.py` (`PYTORCH_NVCC`) where the job says so: its host and device front ends at once.
 
-Job JSON: `{"name", "source_path", "build_dir", "backend", "cflags", "cuda_cflags", "nvcc_side_by_side",
-"result_path"}`.
+Job JSON: `{"name", "source_path", "build_dir", "backend", "cflags", "cuda_cflags", "nvcc_side_by_side", "nice",
+"result_path"}` (nice: the niceness the build runs at).
 """
 
 from __future__ import annotations
@@ -56,6 +56,8 @@ def compile_job(job: dict) -> dict:
     from torch.utils import cpp_extension
 
     started = time.monotonic()
+    if job.get("nice"):
+        os.nice(int(job["nice"]))  # the compilers it starts inherit it
     wrap_compiler()
     build_dir = Path(job["build_dir"])
     cuda = job["backend"] == "cuda"

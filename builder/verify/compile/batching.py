@@ -20,7 +20,7 @@ from builder.verify.compile.build_queue import BuildQueue
 from builder.verify.compile.extension import CompileResult
 from builder.verify.compile.shared_source import WrappedCandidate, blame, shared_source, wrap_candidate
 
-BuildFn = Callable[[str, str], CompileResult]  # (source, language) -> CompileResult
+BuildFn = Callable[..., CompileResult]  # (source, language[, urgent=True]) -> CompileResult
 
 
 def batch_sizes(count: int, largest: int, workers: int = 1, first: int | None = None) -> list[int]:
@@ -96,6 +96,7 @@ def compile_many(
     alone: Collection[int] = (),
     build_shared: BuildFn | None = None,
     build_culprit: BuildFn | None = None,
+    first_urgent: bool = False,
 ) -> list[CompileResult | None]:
     """Compile candidates (source, language) with shared builds where safe; None for python candidates.
 
@@ -113,7 +114,9 @@ def compile_many(
     `recall(source, language)` finds a candidate's earlier build, however it was batched then (those are not
     built again); `remember(shared, [(source, symbol prefix), ...])` notes a good shared build for its members.
     The candidates at `alone` are built on their own. `build_shared` builds shared sources, `build_culprit` the
-    candidates a failed one's log named, `build` the rest (what each tries: `HeaderTries`)."""
+    candidates a failed one's log named, `build` the rest (what each tries: `HeaderTries`). With `first_urgent` (a
+    stream's first window), the first build queued is called with `urgent=True`: the one the stream waits on
+    (`extension.build_extension`)."""
     queue = queue if queue is not None else BuildQueue(executor)
     recalled = {index: found for index, (source, language) in enumerate(sources)
                 if recall is not None and language in ("cuda", "cpp") and (found := recall(source, language))}  # fmt: skip
@@ -128,14 +131,14 @@ def compile_many(
         if on_result is not None:
             on_result(index, result)
 
-    def run_alone(index: int, how: BuildFn = build) -> None:
-        finish(index, how(*sources[index]))
+    def run_alone(index: int, how: BuildFn = build, urgent: bool = False) -> None:
+        finish(index, how(*sources[index], **({"urgent": True} if urgent else {})))
 
-    def run_batch(group: list[tuple[int, WrappedCandidate]]) -> None:
+    def run_batch(group: list[tuple[int, WrappedCandidate]], urgent: bool = False) -> None:
         names = [f"c{index}" for index, _ in group]
         language = sources[group[0][0]][1]
         source = shared_source([w for _, w in group], names)
-        shared = (build_shared or build)(source, language)
+        shared = (build_shared or build)(source, language, **({"urgent": True} if urgent else {}))
         if not shared.ok and shared.infrastructure:  # the machinery failed, not a member: bisecting would not help
             for index, _ in group:
                 finish(index, replace(shared, batch_size=len(group)))
@@ -185,8 +188,8 @@ def compile_many(
     # In the candidates' order: a candidate built alone (a lone one, or one that cannot share a build) is taken
     # in its place, not queued behind every shared build; the first build is the first a worker takes.
     builds = [(group[0][0], run_batch, group) for group in batches] + [(index, run_alone, index) for index in alone]
-    for _, fn, arg in sorted(builds, key=lambda item: item[0]):
-        submit(fn, arg)
+    for position, (_, fn, arg) in enumerate(sorted(builds, key=lambda item: item[0])):
+        submit(partial(fn, urgent=True) if first_urgent and position == 0 else fn, arg)
     for index, found in recalled.items():  # after the builds are queued: the workers start while these are offered
         finish(index, found)
     with done:  # halves are submitted from pool threads: wait for the count, not for the first futures

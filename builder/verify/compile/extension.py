@@ -228,10 +228,16 @@ def build_extension(
     isolation: str | None = None,
     cancel: threading.Event | None = None,
     tries: HeaderTries = HeaderTries.EVERY_RUNG,
+    urgent: bool = True,
 ) -> CompileResult:
     """Build one extension from `source` (one candidate or a shared batch) or reuse the cached build: by default
     its lightest variant first, then, where that fails to compile, the next, up to the source as written
     (`build_plans`; `tries` for a shared build and for a candidate a shared build's log named).
+
+    An `urgent` build is one the caller waits on now (a build on its own, a stream's first): nvcc's front ends run
+    side by side (`NVCC_FRONT_ENDS_SIDE_BY_SIDE`), at the usual priority. A stream's later builds are not: nvcc
+    runs its steps in series, at `COMPILE_LATER_BUILDS_NICE`, behind the first build and the evaluations
+    (docs/architecture.md, "A first build of one kernel, then a ramp").
 
     Setting `cancel` (a build shutting down) kills a compile in flight: SandboxCancelled propagates and nothing
     is cached, so the next build compiles this source again rather than reading a made-up failure."""
@@ -243,7 +249,7 @@ def build_extension(
     spent_s = spent_cpu_s = 0.0
     for number, plan in enumerate(plans):
         result = _build_plan(plan, language, backend, cache_dir=cache_dir, timeout_s=timeout_s, fast_math=fast_math,
-                             device_index=device_index, isolation=isolation, cancel=cancel)  # fmt: skip
+                             device_index=device_index, isolation=isolation, cancel=cancel, urgent=urgent)  # fmt: skip
         spent_s, spent_cpu_s = spent_s + result.compile_s, spent_cpu_s + result.cpu_s
         if result.ok or result.timed_out or result.infrastructure or number == len(plans) - 1:
             # what the failed lighter builds cost counts in the build that followed them
@@ -262,6 +268,7 @@ def _build_plan(
     device_index: int,
     isolation: str | None,
     cancel: threading.Event | None,
+    urgent: bool,
 ) -> CompileResult:
     source = plan.text
     key, cflags, cuda_cflags, arch = _keyed(source, backend, fast_math, device_index, plan.beside)
@@ -293,7 +300,8 @@ def _build_plan(
             "backend": backend,
             "cflags": cflags,
             "cuda_cflags": cuda_cflags,
-            "nvcc_side_by_side": config.NVCC_FRONT_ENDS_SIDE_BY_SIDE,
+            "nvcc_side_by_side": urgent and config.NVCC_FRONT_ENDS_SIDE_BY_SIDE,
+            "nice": 0 if urgent else config.COMPILE_LATER_BUILDS_NICE,
             "result_path": str(result_path),
         }
         job_path.write_text(json.dumps(job))

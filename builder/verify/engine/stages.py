@@ -148,10 +148,12 @@ class CompileStage(Stage):
         have room for, and a task refused while the reference cache was full starts at a later pair of it."""
         self.tasks.send(pair[1])
 
-    def _build(self, source: str, language: str, tries: HeaderTries = HeaderTries.EVERY_RUNG) -> CompileResult:
+    def _build(self, source: str, language: str, tries: HeaderTries = HeaderTries.EVERY_RUNG,
+               urgent: bool = False) -> CompileResult:  # fmt: skip
+        """One build of the stream: not `urgent` (`build_extension`) but its first."""
         o = self.options
         return build_extension(source, language, o.backend, **build_settings(o), timeout_s=o.compile_timeout_s,
-                               isolation=o.isolation, cancel=self.stop, tries=tries)  # fmt: skip
+                               isolation=o.isolation, cancel=self.stop, tries=tries, urgent=urgent)  # fmt: skip
 
     def _build_window(self, window: list, number: int, builds: BuildQueue, room: threading.Semaphore) -> None:
         """One window's candidates, each sent on as its build ends. A stopped stream kills compiles in flight and
@@ -171,7 +173,8 @@ class CompileStage(Stage):
                                   queue=builds, window=number, recall=partial(recall_build, backend=backend, **keyed),
                                   remember=partial(remember_members, backend=backend, **keyed), alone=alone,
                                   build_shared=partial(self._build, tries=HeaderTries.LIGHTEST_ONLY),
-                                  build_culprit=partial(self._build, tries=HeaderTries.AFTER_LIGHTEST))  # fmt: skip
+                                  build_culprit=partial(self._build, tries=HeaderTries.AFTER_LIGHTEST),
+                                  first_urgent=number == 0)  # fmt: skip
         except BaseException as exc:  # noqa: BLE001 - raised by the scheduler in the stream's caller thread
             self.failures.send(exc)
         finally:

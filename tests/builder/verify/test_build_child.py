@@ -3,7 +3,11 @@ writing only its build directory; exec'd children wherever forking is off, impos
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -11,13 +15,14 @@ from pathlib import Path
 import pytest
 
 from builder import config
-from builder.verify.compile import build_child
+from builder.verify.compile import build_child, extension
 from builder.verify.compile.extension import build_extension
 from builder.verify.protocol.entry_points import BUILD_MODULE
 from builder.verify.sandbox import bubblewrap, forked
 from builder.verify.sandbox.forked import ForkFailed
 from builder.verify.sandbox.process import ChildOutcome, SandboxCancelled
 
+ROOT = Path(__file__).resolve().parents[3]
 needs_bwrap = pytest.mark.skipif(not bubblewrap.bwrap_usable(), reason="bubblewrap not usable here")
 
 # Its load-time code marks the build directory it was loaded from, and tries a file beside the build cache.
@@ -216,3 +221,44 @@ def test_a_build_outside_a_stream_starts_no_zygote_and_is_exec_d(tmp_path, monke
                                 None)  # fmt: skip
     assert len(calls) == 1 and calls[0][-1] == str(tmp_path / "job.json")
     assert not build_child.zygote_is_up({"K": "v"})
+
+
+# --- what a build asks of its child: its priority, and how nvcc runs ------------------------------------------------
+
+
+@pytest.mark.parametrize("urgent", [True, False])
+def test_a_stream_s_later_build_asks_for_the_lower_priority_and_nvcc_in_series(tmp_path, monkeypatch, urgent):
+    jobs = []
+
+    def capture(job_path, *args, **kwargs):
+        jobs.append(json.loads(Path(job_path).read_text()))
+        raise OSError("stopped after the job was written")
+
+    monkeypatch.setattr(extension, "run_build_child", capture)
+    build_extension("int forward(int x) { return x; }\n", "cpp", "cpu", cache_dir=tmp_path, urgent=urgent)
+    assert jobs[0]["nice"] == (0 if urgent else config.COMPILE_LATER_BUILDS_NICE)
+    assert jobs[0]["nvcc_side_by_side"] is urgent
+    monkeypatch.setattr(config, "NVCC_FRONT_ENDS_SIDE_BY_SIDE", False)
+    build_extension("int forward(int x) { return x + 1; }\n", "cpp", "cpu", cache_dir=tmp_path, urgent=urgent)
+    assert jobs[1]["nvcc_side_by_side"] is False
+
+
+def test_the_compile_child_runs_its_compilers_at_the_niceness_its_job_names(tmp_path):
+    """The child itself (`child/build.py`), with a host compiler that notes its niceness and fails at once."""
+    compiler = tmp_path / "notes-its-niceness"
+    compiler.write_text("#!/bin/sh\nawk '{print $19}' /proc/self/stat >> \"$NICE_LOG\"\nexit 1\n")
+    compiler.chmod(0o755)
+    (tmp_path / "k.cpp").write_text("int forward(int x) { return x; }\n")
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    for nice in (0, 7):
+        job = {"name": f"k{nice}", "source_path": str(tmp_path / "k.cpp"), "build_dir": str(tmp_path / f"b{nice}"),
+               "backend": "cpu", "cflags": [], "cuda_cflags": [], "nvcc_side_by_side": False, "nice": nice,
+               "result_path": str(tmp_path / f"r{nice}.json")}  # fmt: skip
+        (tmp_path / f"b{nice}").mkdir()
+        (tmp_path / f"job{nice}.json").write_text(json.dumps(job))
+        log = tmp_path / f"nice{nice}.log"
+        env = {**os.environ, "CXX": str(compiler), "NICE_LOG": str(log)}
+        subprocess.run([sys.executable, "-m", BUILD_MODULE, str(tmp_path / f"job{nice}.json")], env=env, cwd=ROOT,
+                       capture_output=True, timeout=300, check=True)  # fmt: skip
+        assert json.loads((tmp_path / f"r{nice}.json").read_text())["ok"] is False  # the compiler failed, as it should
+        assert {int(line) for line in log.read_text().split()} == {own + nice}

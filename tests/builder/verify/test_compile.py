@@ -332,6 +332,25 @@ def test_builds_start_in_the_candidates_order_the_first_alone_before_any_shared_
     assert results[0].symbol_prefix == "" and results[1].symbol_prefix == "c1."
 
 
+@pytest.mark.parametrize("first_batch_size", [1, 3])
+def test_a_stream_s_first_window_asks_for_its_first_build_urgent_and_for_no_other(first_batch_size):
+    """The build the stream waits on (its first, alone or shared) is urgent; the others, and a later window's, not."""
+    bind = 'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward); }\n'
+    sources = [(f"int forward(int x) {{ return x + {n}; }}\n" + bind, "cpp") for n in range(7)]
+    for first_urgent in (True, False):
+        calls: list[tuple[int, bool]] = []
+
+        def fake_build(source: str, language: str, urgent: bool = False, calls=calls) -> CompileResult:
+            calls.append((source.count(f"{shared_source.SHARED_MODULE_VAR}.def_submodule(") or 1, urgent))
+            return CompileResult(ok=True, cache_key=str(len(calls)))
+
+        with ThreadPoolExecutor(1) as executor:  # one worker: builds run in the order they were handed over
+            batching.compile_many(sources, fake_build, batch_size=8, executor=executor, workers=2,
+                                  first_batch_size=first_batch_size, first_urgent=first_urgent)  # fmt: skip
+        assert calls[0] == (first_batch_size, first_urgent)
+        assert len(calls) > 1 and not any(urgent for _, urgent in calls[1:])
+
+
 def test_a_candidate_asked_to_be_built_alone_is_built_from_its_own_source_first_and_the_rest_shared():
     """The stream asks this for the control kernel (stages.py): a build keeps no record until the control's has
     come, so no other member's compile error may send it round again."""

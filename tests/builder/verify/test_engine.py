@@ -392,7 +392,7 @@ def test_a_build_that_raises_ends_the_stream_with_its_error(task, options, monke
     """The builder's own failure in a shared build (not a compile error: the build machinery raising) reaches the
     stream's caller, which stores nothing for the pairs it held, rather than being lost in a window's thread."""
 
-    def broken_build(self, source: str, language: str, tries=None) -> CompileResult:
+    def broken_build(self, source: str, language: str, tries=None, urgent=False) -> CompileResult:
         raise RuntimeError("the build machinery broke")
 
     monkeypatch.setattr(stages.CompileStage, "_build", broken_build)
@@ -416,7 +416,7 @@ def test_the_next_windows_builds_start_while_the_last_window_still_builds(task, 
     spans: list[tuple[set[int], float, float]] = []
     lock = threading.Lock()
 
-    def fake_build(self, source: str, language: str, tries=None) -> CompileResult:
+    def fake_build(self, source: str, language: str, tries=None, urgent=False) -> CompileResult:
         members = kernel_numbers(source)
         began = time.monotonic()
         time.sleep(1.5 if 0 in members else 0.05)  # kernel 0's builds are long
@@ -447,7 +447,7 @@ def test_a_stream_batched_otherwise_builds_none_of_the_last_streams_candidates_a
     builds: list[set[int]] = []
     lock = threading.Lock()
 
-    def fake_build(self, source: str, language: str, tries=None) -> CompileResult:
+    def fake_build(self, source: str, language: str, tries=None, urgent=False) -> CompileResult:
         key = compile_module.build_key(source, "cpu")  # where a real build of it would be cached
         build_dir = self.options.build_cache_dir / "builds" / key[:32]
         build_dir.mkdir(parents=True, exist_ok=True)
@@ -478,7 +478,7 @@ def test_a_streams_first_builds_ramp_up_and_later_ones_share_the_workers(task, o
     builds: list[set[int]] = []
     lock = threading.Lock()
 
-    def fake_build(self, source: str, language: str, tries=None) -> CompileResult:
+    def fake_build(self, source: str, language: str, tries=None, urgent=False) -> CompileResult:
         with lock:
             builds.append(kernel_numbers(source))
         return CompileResult(ok=False, error="fake.cpp: error: no compiler here")
