@@ -250,6 +250,9 @@ def main() -> None:
     parser.add_argument("--nvcc-in-series", action="store_true",
                         help="nvcc's steps one after another, as nvcc runs them, not its two front ends side by side "
                              "(the config's NVCC_FRONT_ENDS_SIDE_BY_SIDE; engines in this process)")  # fmt: skip
+    parser.add_argument("--later-builds-nice", type=int, default=config.COMPILE_LATER_BUILDS_NICE,
+                        help="the niceness of a stream's builds after its first (the config's "
+                             f"COMPILE_LATER_BUILDS_NICE, default {config.COMPILE_LATER_BUILDS_NICE}; 0: the usual)")  # fmt: skip
     parser.add_argument("--records", type=Path, default=None, help="append each run's records here, JSON lines")
     parser.add_argument("--profile", action="store_true", help="profiles on (ncu, torch profiler, clang-tidy)")
     longest = config.JUDGE_POLL_MAX_S
@@ -335,13 +338,17 @@ def main() -> None:
         parser.error(f"--warm-gpus: on the cuda backend, not {backend}")
     if args.nvcc_in_series:
         config.NVCC_FRONT_ENDS_SIDE_BY_SIDE = False
+    if not 0 <= args.later_builds_nice <= 19:
+        parser.error(f"--later-builds-nice: 0 to 19, not {args.later_builds_nice}")
+    config.COMPILE_LATER_BUILDS_NICE = args.later_builds_nice
     env = environment.environment_fields(backend)
     print(f"machine: {platform.node()} {os.cpu_count()} cores, {env['gpu_name']}, torch {env['torch_version']}, "
           f"cuda {env['cuda_version']}, nvcc {env['nvcc_version']}, isolation {resolve_isolation()}, evaluation "
           f"children {'forked' if forks else 'exec-d'}, clean references "
           f"{'forked' if args.fork_references or config.FORK_REFERENCE_CHILDREN else 'exec-d'}, spare children "
           f"{'after the first reference' if refill_late else 'at once'}, nvcc's front ends "
-          f"{'side by side' if config.NVCC_FRONT_ENDS_SIDE_BY_SIDE else 'in series'}")  # fmt: skip
+          f"{'side by side' if config.NVCC_FRONT_ENDS_SIDE_BY_SIDE else 'in series'} for a stream's first build, its later "
+          f"builds at niceness {config.COMPILE_LATER_BUILDS_NICE}")  # fmt: skip
     print(f"cores: {smt_line()}")
     started = time.perf_counter()
     bytecode = bytecode_cache.for_child(resolve_isolation(), [])  # warmed once per environment, not per run
