@@ -38,7 +38,8 @@ REAL_NVCC_VARIABLE = "KA_REAL_NVCC"
 SCRIPT_NAME = "nvcc_side_by_side.py"
 # `#$ NAME=value`: a variable nvcc sets, verbatim after the "=", in the environment of every step it runs.
 ASSIGNMENT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$", re.DOTALL)
-MODULE_ID_OPTION, MAKE_MODULE_ID_OPTION = "--module_id_file_name", "--gen_module_id_file"
+MODULE_ID_OPTION = "--module_id_file_name"
+MAKE_MODULE_ID = re.compile(r"(?<=\s)--gen_module_id_file(?=\s|$)")  # cudafe++'s option to write the module id
 
 
 @dataclass(frozen=True)
@@ -104,19 +105,16 @@ class Chain:
         return len(self.ran) == len(self.steps) and all(ran.returncode == 0 for ran in self.ran)
 
 
-def _tool(command: str) -> str:
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return ""
-    return os.path.basename(words[0]) if words else ""
-
-
 def _words(command: str) -> list[str]:
     try:
         return shlex.split(command)
     except ValueError:
         return []
+
+
+def _tool(command: str) -> str:
+    words = _words(command)
+    return os.path.basename(words[0]) if words else ""
 
 
 def _option_value(words: list[str], option: str) -> str | None:
@@ -127,8 +125,9 @@ def _option_value(words: list[str], option: str) -> str | None:
 
 
 def module_id_for(source_path: str, source: bytes, arguments: list[str]) -> str:
-    """A module id of nvcc's form, `_<8 hex>_<length>_<file name>_<8 hex>`, from the source's path, its text and the
-    arguments: the same build gets the same id, as with nvcc."""
+    """A module id of nvcc's form, `_<8 hex>_<length>_<file name>_<suffix>` (nvcc's suffix is a hash or a name the
+    source defines; this one's is a hash), from the source's path, its text and the arguments: the same build gets
+    the same id, as with nvcc."""
     name = re.sub(r"\W", "_", os.path.basename(source_path))
     path_hash = hashlib.sha256(source_path.encode()).hexdigest()[:8]
     text_hash = hashlib.sha256(source + "\0".join(arguments).encode()).hexdigest()[:8]
@@ -168,8 +167,9 @@ def plan_from_dryrun(listing: str, arguments: list[str], base_environment: dict[
     cudafe_words, cicc_words = _words(cudafe.command), _words(cicc.command)
     module_id_path = _option_value(cudafe_words, MODULE_ID_OPTION)
     source_path = _option_value(cudafe_words, "--orig_src_path_name")
-    making = re.findall(rf"(?<=\s){re.escape(MAKE_MODULE_ID_OPTION)}(?=\s|$)", cudafe.command)
-    if not module_id_path or not source_path or len(making) != 1 or MAKE_MODULE_ID_OPTION in cicc_words:
+    if not module_id_path or not source_path or len(MAKE_MODULE_ID.findall(cudafe.command)) != 1:
+        return None
+    if MAKE_MODULE_ID.search(cicc.command):
         return None
     if _option_value(cicc_words, MODULE_ID_OPTION) != module_id_path:
         return None
@@ -177,7 +177,7 @@ def plan_from_dryrun(listing: str, arguments: list[str], base_environment: dict[
         source = Path(source_path).read_bytes()
     except OSError:
         return None
-    cudafe_reading = re.sub(rf"(?<=\s){re.escape(MAKE_MODULE_ID_OPTION)}(?=\s|$)", "", cudafe.command)
+    cudafe_reading = MAKE_MODULE_ID.sub("", cudafe.command)
     return Plan(
         environment=environment,
         host_chain=[host_preprocess, Step(cudafe_reading, cudafe.tool)],
