@@ -237,7 +237,7 @@ def build_extension(
     An `urgent` build is one the caller waits on now (a build on its own, a stream's first): nvcc's front ends run
     side by side (`NVCC_FRONT_ENDS_SIDE_BY_SIDE`), at the usual priority. A stream's later builds are not: nvcc
     runs its steps in series, at `COMPILE_LATER_BUILDS_NICE`, behind the first build and the evaluations
-    (docs/architecture.md, "A first build of one kernel, then a ramp").
+    (docs/architecture.md, "nvcc's front ends side by side for the build the stream waits on").
 
     Setting `cancel` (a build shutting down) kills a compile in flight: SandboxCancelled propagates and nothing
     is cached, so the next build compiles this source again rather than reading a made-up failure."""
