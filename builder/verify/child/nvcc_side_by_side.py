@@ -63,7 +63,7 @@ class Plan:
 @dataclass
 class Ran:
     step: Step
-    returncode: int  # the shell's: a signal's death is 128 + its number
+    returncode: int  # the tool's (negative: the signal that ended it)
     stdout: bytes = b""
     stderr: bytes = b""
 
@@ -85,7 +85,9 @@ class Chain:
                 if self.stopped:
                     return
                 try:
-                    self.running = subprocess.Popen(["/bin/sh", "-c", step.command], env=self.environment,
+                    # `exec`: the step is the shell's process, so that `stop` ends the tool itself, not only a
+                    # shell whose tool would run on, holding the pipes open, to its end
+                    self.running = subprocess.Popen(["/bin/sh", "-c", f"exec {step.command}"], env=self.environment,
                                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
                 except OSError as exc:
                     self.ran.append(Ran(step, 127, stderr=f"{exc}\n".encode()))
@@ -154,7 +156,7 @@ def plan_from_dryrun(listing: str, arguments: list[str], base_environment: dict[
         return None
     if [step.tool for step in kept[1:6]] != ["cudafe++", kept[0].tool, "cicc", "ptxas", "fatbinary"]:
         return None
-    host_preprocess, cudafe, device_preprocess, cicc, _, fatbinary, host_compile = kept
+    host_preprocess, cudafe, device_preprocess, cicc, ptxas, fatbinary, host_compile = kept
     if [steps.index(step) for step in kept[:6]] != list(range(6)) or steps[-1] is not host_compile:
         return None  # nvcc's `rm` of an intermediate file only between fatbinary and the host compiler
     host_words, device_words = _words(host_preprocess.command), _words(device_preprocess.command)
@@ -181,7 +183,7 @@ def plan_from_dryrun(listing: str, arguments: list[str], base_environment: dict[
     return Plan(
         environment=environment,
         host_chain=[host_preprocess, Step(cudafe_reading, cudafe.tool)],
-        device_chain=[device_preprocess, cicc, kept[4], fatbinary],  # nvcc's `rm`s are of its own scratch files
+        device_chain=[device_preprocess, cicc, ptxas, fatbinary],  # nvcc's `rm`s are of its own scratch files
         host_compile=host_compile,
         module_id_path=module_id_path,
         module_id=module_id_for(source_path, source, arguments),
@@ -210,7 +212,7 @@ def run_plan(plan: Plan) -> int:
         sys.stderr.buffer.write(one.stderr)
         sys.stderr.buffer.flush()
         if one.returncode != 0:
-            status = one.returncode if one.returncode > 0 else 128 - one.returncode
+            status = one.returncode if one.returncode > 0 else 128 - one.returncode  # as a shell reports a signal
             if 128 < status <= 192:
                 print(f"ka-compiler: {one.step.tool} killed by signal {status - 128}", file=sys.stderr)
             return status

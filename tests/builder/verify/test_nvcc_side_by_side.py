@@ -35,6 +35,8 @@ case "$tool" in
 esac
 echo "$tool says something on stdout"
 echo "$tool warns on stderr" >&2
+eval "pause=\${FAKE_${key}_SLEEP:-0}"
+[ "$pause" = 0 ] || exec sleep "$pause"  # one process, as a real tool is
 eval "status=\${FAKE_${key}_STATUS:-0}"
 [ "$status" = kill ] && kill -9 $$
 exit "$status"
@@ -90,8 +92,11 @@ def fake(tmp_path, monkeypatch):
     return tmp_path
 
 
-def run(tmp_path: Path, *arguments: str, **statuses: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, **{f"FAKE_{tool.upper()}_STATUS": status for tool, status in statuses.items()}}
+def run(
+    tmp_path: Path, *arguments: str, sleeps: dict[str, int] | None = None, **statuses: str
+) -> subprocess.CompletedProcess:
+    env = {**os.environ, **{f"FAKE_{tool.upper()}_STATUS": status for tool, status in statuses.items()},
+           **{f"FAKE_{tool.upper()}_SLEEP": str(seconds) for tool, seconds in (sleeps or {}).items()}}  # fmt: skip
     return subprocess.run([sys.executable, "-I", str(SCRIPT), *(arguments or ("-c", "k.cu", "-o", "k.o"))],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
 
@@ -126,6 +131,11 @@ def test_the_host_front_ends_failure_is_the_one_nvcc_would_have_shown(fake):
     assert done.returncode == 2
     assert [line.split()[0] for line in done.stderr.splitlines()] == ["gcc", "cudafe++"]
     assert "cicc" not in done.stdout
+
+
+def test_a_host_front_end_failure_ends_the_device_chain_at_once_as_nvcc_would_never_have_started_it(fake):
+    done = run(fake, cudafe="2", sleeps={"cicc": 300})  # run() gives up after 60 s: cicc is ended, not waited for
+    assert done.returncode == 2 and "cicc" in order(fake)
 
 
 def test_a_device_front_end_failure_after_a_good_host_front_end_stops_before_the_host_compiler(fake):
