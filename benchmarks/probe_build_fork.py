@@ -1,12 +1,13 @@
-"""What a compile child's two ways save: forked from the build zygote against exec'd (compile/build_child.py), and
-nvcc's front ends side by side against in series (child/nvcc_side_by_side.py).
+"""What a compile child's two ways save: forked from the build zygote against exec'd (compile/build_child.py),
+nvcc's front ends side by side against in series (child/nvcc_side_by_side.py), and nvcc in series without torch's
+dependency file against with it (config.NVCC_DEPENDENCY_FILE).
 
 Builds distinct copies of one bundled candidate through the builder's own `build_extension` (the header ladder, the
 sandbox, an empty cache), one at a time, alternating the two ways of what `--vary` names (the other as the config
 has it), and prints each build's wall and CPU seconds (the compile child's own and its compilers'). Run it on an
 otherwise idle machine:
 
-    python benchmarks/probe_build_fork.py [--vary fork|nvcc] [--candidate PATH] [--builds 2] [--backend cuda] [--out DIR]
+    python benchmarks/probe_build_fork.py [--vary fork|nvcc|depfile] [--candidate PATH] [--builds 2] [--backend cuda] [--out DIR]
 """
 
 from __future__ import annotations
@@ -32,11 +33,16 @@ DEFAULT_CANDIDATE = ROOT / "data/candidates/cuda/level1/10_conv2d_strided_asymme
 
 # --vary: the config constant it sets, and the name of each way (False, True)
 WAYS = {"fork": ("FORK_COMPILE_CHILDREN", ("exec'd", "forked")),
-        "nvcc": ("NVCC_FRONT_ENDS_SIDE_BY_SIDE", ("in series", "side by side"))}  # fmt: skip
+        "nvcc": ("NVCC_FRONT_ENDS_SIDE_BY_SIDE", ("in series", "side by side")),
+        "depfile": ("NVCC_DEPENDENCY_FILE", ("no dependency file", "dependency file"))}  # fmt: skip
+# what each --vary holds fixed: a dependency file only counts where nvcc runs in series
+FIXED = {"depfile": {"NVCC_FRONT_ENDS_SIDE_BY_SIDE": False}}
 
 
 def build(source: str, backend: str, cache: Path, vary: str, on: bool) -> dict:
     setting, names = WAYS[vary]
+    for name, value in FIXED.get(vary, {}).items():
+        setattr(config, name, value)
     setattr(config, setting, on)
     started = time.monotonic()
     result = build_extension(source, "cuda" if backend == "cuda" else "cpp", backend, cache_dir=cache, timeout_s=600)
@@ -56,8 +62,8 @@ def main() -> int:
     if not args.candidate.is_file():
         print(f"no such candidate: {args.candidate}", file=sys.stderr)
         return 2
-    if args.vary == "nvcc" and args.backend != "cuda":
-        print("--vary nvcc: on the cuda backend (a CPU build runs no nvcc)", file=sys.stderr)
+    if args.vary in ("nvcc", "depfile") and args.backend != "cuda":
+        print(f"--vary {args.vary}: on the cuda backend (a CPU build runs no nvcc)", file=sys.stderr)
         return 2
     text = args.candidate.read_text()
     cache = Path(tempfile.mkdtemp(prefix="ka-probe-fork-"))

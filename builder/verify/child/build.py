@@ -11,7 +11,8 @@ knows that the interpreter never got this far (`sandbox/suspects.compile_suspect
 
 nvcc runs through `nvcc_side_by_side.py` (`PYTORCH_NVCC`) where the job says so: its host and device front ends at once.
 
-Job JSON: `{"name", "source_path", "build_dir", "backend", "cflags", "cuda_cflags", "nvcc_side_by_side", "nice",
+Job JSON: `{"name", "source_path", "build_dir", "backend", "cflags", "cuda_cflags", "nvcc_side_by_side",
+"nvcc_dependency_file", "nice",
 "result_path"}` (nice: the niceness the build runs at).
 """
 
@@ -35,12 +36,17 @@ def wrap_compiler() -> None:
     os.environ["CXX"] = str(WRAPPER)
 
 
+def skip_nvcc_dependency_file() -> None:
+    """No nvcc dependency file: a build directory holds one build of one source, never built again, and the file
+    costs nvcc one more preprocessing pass before the others (config.NVCC_DEPENDENCY_FILE)."""
+    os.environ["TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES"] = "1"
+
+
 def run_nvcc_side_by_side(cuda_home: str | None) -> None:
-    """nvcc's front ends side by side (`nvcc_side_by_side.py`), and no dependency file: a build directory holds one
-    build of one source, never built again, and the file costs nvcc one more preprocessing pass before the others."""
+    """nvcc's front ends side by side (`nvcc_side_by_side.py`), without the dependency file its plan has no step for."""
     if not cuda_home:
         return  # torch's own error (no CUDA_HOME) says what is missing
-    os.environ["TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES"] = "1"
+    skip_nvcc_dependency_file()
     os.environ["KA_REAL_NVCC"] = os.path.join(cuda_home, "bin", "nvcc")
     os.environ["PYTORCH_NVCC"] = shlex.join([sys.executable, "-I", str(NVCC_SIDE_BY_SIDE)])
 
@@ -63,6 +69,8 @@ def compile_job(job: dict) -> dict:
     cuda = job["backend"] == "cuda"
     if cuda and job.get("nvcc_side_by_side"):
         run_nvcc_side_by_side(cpp_extension.CUDA_HOME)
+    elif cuda and not job.get("nvcc_dependency_file", True):
+        skip_nvcc_dependency_file()
     try:
         module = cpp_extension.load(
             name=job["name"],

@@ -301,6 +301,7 @@ def _build_plan(
             "cflags": cflags,
             "cuda_cflags": cuda_cflags,
             "nvcc_side_by_side": urgent and config.NVCC_FRONT_ENDS_SIDE_BY_SIDE,
+            "nvcc_dependency_file": config.NVCC_DEPENDENCY_FILE and not (urgent and config.NVCC_FRONT_ENDS_SIDE_BY_SIDE),
             "nice": 0 if urgent else config.COMPILE_LATER_BUILDS_NICE,
             "result_path": str(result_path),
         }
