@@ -21,10 +21,12 @@ def test_a_missing_candidate_is_a_usage_error():
     assert run.returncode == 2 and run.stderr.strip() == "no such candidate: /nonexistent.cu"
 
 
-def test_nvcc_side_by_side_against_in_series_is_a_cuda_probe():
-    run = subprocess.run([sys.executable, PROBE, "--vary", "nvcc", "--backend", "cpu"], capture_output=True, text=True,
+@pytest.mark.parametrize("vary", ["nvcc", "depfile"])
+def test_what_nvcc_does_is_a_cuda_probe(vary):
+    run = subprocess.run([sys.executable, PROBE, "--vary", vary, "--backend", "cpu"], capture_output=True, text=True,
                          cwd=ROOT)  # fmt: skip
-    assert run.returncode == 2 and run.stderr.strip() == "--vary nvcc: on the cuda backend (a CPU build runs no nvcc)"
+    assert run.returncode == 2
+    assert run.stderr.strip() == f"--vary {vary}: on the cuda backend (a CPU build runs no nvcc)"
 
 
 @pytest.mark.slow

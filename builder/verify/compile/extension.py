@@ -293,6 +293,7 @@ def _build_plan(
         job_path = build_dir / "job.json"
         result_path = build_dir / "child_result.json"
         result_path.unlink(missing_ok=True)
+        side_by_side = urgent and config.NVCC_FRONT_ENDS_SIDE_BY_SIDE
         job = {
             "name": module_name,
             "source_path": str(source_path),
@@ -300,8 +301,8 @@ def _build_plan(
             "backend": backend,
             "cflags": cflags,
             "cuda_cflags": cuda_cflags,
-            "nvcc_side_by_side": urgent and config.NVCC_FRONT_ENDS_SIDE_BY_SIDE,
-            "nvcc_dependency_file": config.NVCC_DEPENDENCY_FILE and not (urgent and config.NVCC_FRONT_ENDS_SIDE_BY_SIDE),
+            "nvcc_side_by_side": side_by_side,
+            "nvcc_dependency_file": config.NVCC_DEPENDENCY_FILE and not side_by_side,
             "nice": 0 if urgent else config.COMPILE_LATER_BUILDS_NICE,
             "result_path": str(result_path),
         }

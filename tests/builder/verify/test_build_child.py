@@ -238,9 +238,44 @@ def test_a_stream_s_later_build_asks_for_the_lower_priority_and_nvcc_in_series(t
     build_extension("int forward(int x) { return x; }\n", "cpp", "cpu", cache_dir=tmp_path, urgent=urgent)
     assert jobs[0]["nice"] == (0 if urgent else config.COMPILE_LATER_BUILDS_NICE)
     assert jobs[0]["nvcc_side_by_side"] is urgent
+    assert jobs[0]["nvcc_dependency_file"] is (not urgent)  # a side-by-side plan has no step for it
     monkeypatch.setattr(config, "NVCC_FRONT_ENDS_SIDE_BY_SIDE", False)
     build_extension("int forward(int x) { return x + 1; }\n", "cpp", "cpu", cache_dir=tmp_path, urgent=urgent)
     assert jobs[1]["nvcc_side_by_side"] is False
+    assert jobs[1]["nvcc_dependency_file"] is True
+    monkeypatch.setattr(config, "NVCC_DEPENDENCY_FILE", False)
+    build_extension("int forward(int x) { return x + 2; }\n", "cpp", "cpu", cache_dir=tmp_path, urgent=urgent)
+    assert jobs[2]["nvcc_dependency_file"] is False
+
+
+@pytest.mark.parametrize(
+    ("side_by_side", "dependency_file", "skipped"),
+    [(True, True, True), (False, False, True), (False, True, False)],
+)
+def test_the_compile_child_skips_torch_s_nvcc_dependency_file_where_its_job_says(
+    tmp_path, monkeypatch, side_by_side, dependency_file, skipped
+):
+    """What the child hands torch's extension builder: its environment as `load` runs (the build itself stopped)."""
+    from torch.utils import cpp_extension
+
+    from builder.verify.child import build as build_module
+
+    for name in ("TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES", "PYTORCH_NVCC", "KA_REAL_NVCC", "CXX", "KA_REAL_CXX"):
+        monkeypatch.delenv(name, raising=False)  # restored after the test: the child sets them in its own process
+    seen = []
+
+    def load(**kwargs):
+        seen.append(dict(os.environ))
+        raise RuntimeError("stopped before the build")
+
+    monkeypatch.setattr(cpp_extension, "load", load)
+    monkeypatch.setattr(cpp_extension, "CUDA_HOME", str(tmp_path / "cuda"))
+    job = {"name": "k", "source_path": str(tmp_path / "k.cu"), "build_dir": str(tmp_path), "backend": "cuda",
+           "cflags": [], "cuda_cflags": [], "nvcc_side_by_side": side_by_side, "nvcc_dependency_file": dependency_file,
+           "nice": 0, "result_path": str(tmp_path / "r.json")}  # fmt: skip
+    assert build_module.compile_job(job)["ok"] is False
+    assert ("TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES" in seen[0]) is skipped
+    assert ("PYTORCH_NVCC" in seen[0]) is side_by_side
 
 
 def test_the_compile_child_runs_its_compilers_at_the_niceness_its_job_names(tmp_path):
