@@ -12,8 +12,7 @@ knows that the interpreter never got this far (`sandbox/suspects.compile_suspect
 nvcc runs through `nvcc_side_by_side.py` (`PYTORCH_NVCC`) where the job says so: its host and device front ends at once.
 
 Job JSON: `{"name", "source_path", "build_dir", "backend", "cflags", "cuda_cflags", "nvcc_side_by_side",
-"nvcc_dependency_file", "nice",
-"result_path"}` (nice: the niceness the build runs at).
+"nvcc_dependency_file", "nice", "result_path"}` (nice: the niceness the build runs at).
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ import traceback
 from pathlib import Path
 
 WRAPPER = Path(__file__).with_name("ka-cxx")
-NVCC_SIDE_BY_SIDE = Path(__file__).with_name("nvcc_side_by_side.py")
 
 
 def wrap_compiler() -> None:
@@ -44,11 +42,13 @@ def skip_nvcc_dependency_file() -> None:
 
 def run_nvcc_side_by_side(cuda_home: str | None) -> None:
     """nvcc's front ends side by side (`nvcc_side_by_side.py`), without the dependency file its plan has no step for."""
+    from builder.verify.child import nvcc_side_by_side  # here: the provisional result is written before any import
+
     if not cuda_home:
         return  # torch's own error (no CUDA_HOME) says what is missing
     skip_nvcc_dependency_file()
-    os.environ["KA_REAL_NVCC"] = os.path.join(cuda_home, "bin", "nvcc")
-    os.environ["PYTORCH_NVCC"] = shlex.join([sys.executable, "-I", str(NVCC_SIDE_BY_SIDE)])
+    os.environ[nvcc_side_by_side.REAL_NVCC_VARIABLE] = os.path.join(cuda_home, "bin", "nvcc")
+    os.environ["PYTORCH_NVCC"] = shlex.join([sys.executable, "-I", nvcc_side_by_side.__file__])
 
 
 def before_fork() -> None:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REAL_NVCC_VARIABLE = "KA_REAL_NVCC"
-SCRIPT_NAME = "nvcc_side_by_side.py"
+SCRIPT_NAME = Path(__file__).name
 # `#$ NAME=value`: a variable nvcc sets, verbatim after the "=", in the environment of every step it runs.
 ASSIGNMENT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$", re.DOTALL)
 MODULE_ID_OPTION = "--module_id_file_name"
