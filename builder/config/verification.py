@@ -145,9 +145,9 @@ CUDA_FAST_MATH_FLAG = "--use_fast_math"
 NVCC_FRONT_ENDS_SIDE_BY_SIDE = True
 # A stream's later builds run at this niceness: the first build and the evaluations get the cores first.
 COMPILE_LATER_BUILDS_NICE = 10
-# torch's nvcc dependency file (`--generate-dependencies-with-compile`): ninja reads it to rebuild after a header
-# changes, but a build directory is keyed by everything a build reads and built once, and writing the file costs nvcc
-# one more preprocessing pass. A side-by-side build never writes it (its plan has no such step).
+# torch's nvcc dependency file (`--generate-dependencies-with-compile`) for builds in series: ninja reads it to rebuild
+# after a header changes, and a build directory, keyed by everything a build reads, is built once; but skipping it
+# saved nothing measurable (docs/benchmarks.md, "torch's nvcc dependency file"). A side-by-side build never writes it.
 NVCC_DEPENDENCY_FILE = True
 
 
