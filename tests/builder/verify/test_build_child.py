@@ -261,7 +261,10 @@ def test_the_compile_child_skips_torch_s_nvcc_dependency_file_where_its_job_says
     from builder.verify.child import build as build_module
 
     for name in ("TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES", "PYTORCH_NVCC", "KA_REAL_NVCC", "CXX", "KA_REAL_CXX"):
-        monkeypatch.delenv(name, raising=False)  # restored after the test: the child sets them in its own process
+        # compile_job sets them in this process, as in its own: setenv first, so that the test's end restores each
+        # to what it was, absent included (a delenv of an absent name records nothing to restore)
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     seen = []
 
     def load(**kwargs):
