@@ -35,8 +35,8 @@ def wrap_compiler() -> None:
 
 
 def skip_nvcc_dependency_file() -> None:
-    """No nvcc dependency file: a build directory holds one build of one source, never built again, and the file
-    costs nvcc one more preprocessing pass before the others (config.NVCC_DEPENDENCY_FILE)."""
+    """No nvcc dependency file: a build directory holds one build of one source, never built again, so ninja never
+    reads it (config.NVCC_DEPENDENCY_FILE says what skipping it was measured to save)."""
     os.environ["TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES"] = "1"
 
 
