@@ -167,8 +167,8 @@ def measure_stream(
         print(f"  {label}: cores, {line}")
     engine_log.removeHandler(phase_log)
     routing_log.removeHandler(phase_log)
-    for name, value in phase_log.means().items():  # "device_allocs." phases are counts
-        unit = "  " if name.startswith("device_allocs.") else " s"
+    for name, value in phase_log.means().items():  # "device_allocs." phases and the collections are counts
+        unit = "  " if name.startswith("device_allocs.") or name.endswith("_collections") else " s"
         print(f"  {label}: child phase {name:36s} {value:8.3f}{unit} (mean of {len(phase_log.phases)})")
     n = max(1, len(records))
     tasks = max(1, len({r.task_id for r in records}))

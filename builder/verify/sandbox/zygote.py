@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
+import gc
 import importlib
 import json
 import os
@@ -287,6 +288,7 @@ def main(argv: list[str]) -> int:
         before_fork = getattr(module, "before_fork", None)
         if before_fork is not None:
             before_fork()
+        gc.freeze()  # what the imports made stays out of every child's collections: no walk, no copied pages
         problem = fork_problem()
     except Exception as exc:  # noqa: BLE001 - said to the parent, which starts children without a zygote
         problem = f"the zygote's imports failed: {type(exc).__name__}: {exc}"

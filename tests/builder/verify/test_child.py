@@ -153,6 +153,9 @@ def test_compiled_correct_candidate_from_shared_build(tmp_path, shared_cpu_build
     assert cpu["start_up"] > 0.1 and cpu["checks"] > 0
     assert not any(name.startswith("device_allocs.") for name in phases)  # counted only where CUDA is up
     assert 0 < result["phase_s"]["wait_for_start_up"] < 120  # an exec'd child: the job waited for its imports
+    # the collector's time over the job; its full walks skip the imports, frozen when they ended
+    assert result["phase_s"]["gc"] >= 0
+    assert isinstance(result["phase_s"]["gc_full_collections"], int)
 
 
 def test_the_jobs_wait_for_the_childs_start_up_is_a_phase_from_the_parents_clock():
