@@ -421,6 +421,22 @@ def test_tamper_fingerprint_sees_no_change_from_the_checks_own_work(scale_shift)
     assert tamper.changes(before, tamper.fingerprint(scale_shift)) == []
 
 
+def test_the_side_stream_clock_half_weighs_the_device_s_work_after_the_call_returns():
+    from builder.verify.child.side_stream import clock_gap_reason
+
+    # a correct kernel on a loaded host: its host work was in the call, nothing was left when it returned
+    assert clock_gap_reason(event_ms=0.004, after_return_ms=0.150, idle_ms=0.146) is None
+    # its own kernel still running when the call returned: within its events
+    assert clock_gap_reason(event_ms=0.5, after_return_ms=0.62, idle_ms=0.146) is None
+    assert clock_gap_reason(event_ms=0.004, after_return_ms=0.19, idle_ms=0.146) is None  # 0.044 ms: the noise
+    # 0.3 ms left on a stream nobody waits for, which the events never saw
+    reason = clock_gap_reason(event_ms=0.004, after_return_ms=0.446, idle_ms=0.146)
+    assert reason is not None and "worked 0.300 ms after the call returned" in reason
+    # half of the work after the return missed by the events
+    assert clock_gap_reason(event_ms=1.0, after_return_ms=2.2, idle_ms=0.1) is not None
+    assert clock_gap_reason(event_ms=1.2, after_return_ms=2.2, idle_ms=0.1) is None
+
+
 def test_the_side_stream_clock_check_waits_for_its_turn_and_runs_once(monkeypatch):
     """The clock half of the side-stream check is kept for the moment the device is the candidate's alone (the
     child calls time_side_stream after the timing grant); it flags what it finds, then lets go of the probe."""

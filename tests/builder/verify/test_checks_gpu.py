@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ import torch
 
 from builder.tasks import load_task_module
 from builder.tasks.suite import describe_task_file
-from builder.verify.child import op_census
+from builder.verify.child import op_census, timing
 from builder.verify.engine import work_queues
 from tests.builder.verify import in_process
 
@@ -73,6 +74,46 @@ def test_joined_side_stream_is_not_a_fault(scale_shift):
     assert "side_stream" not in result["flags"], result
     assert result["status"] == "correct"
     assert work_queues.spanned_streams(result), result["op_census"]  # its work left the calling stream
+
+
+class _Bound:
+    def __init__(self, call):
+        self.call = call
+
+
+def _spin(ms: float) -> None:
+    end = time.perf_counter() + ms / 1e3
+    while time.perf_counter() < end:
+        pass
+
+
+def test_the_clock_half_sees_short_work_left_on_another_stream_and_not_the_host_s_own_work(scale_shift):
+    """The clock half alone: 0.3 ms of work left on a stream nobody waits for is found; 0.5 ms of host work before
+    a tiny kernel, or a kernel still running on the calling stream when the call returns, is not."""
+    from builder.verify.child.side_stream import side_stream_timing_reason
+
+    side = torch.cuda.Stream()
+    x = torch.ones(16, 16, device="cuda")
+    cycles_per_ms = timing._spin_rate()
+
+    def leaves_side_work(x):
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(int(0.3 * cycles_per_ms))
+        return x + 1
+
+    def slow_host_then_tiny_kernel(x):
+        _spin(0.5)
+        return x + 1
+
+    def long_kernel_on_the_calling_stream(x):
+        torch.cuda._sleep(int(0.3 * cycles_per_ms))
+        return x + 1
+
+    assert side_stream_timing_reason(_Bound(leaves_side_work), [x])
+    assert side_stream_timing_reason(_Bound(slow_host_then_tiny_kernel), [x]) is None
+    assert side_stream_timing_reason(_Bound(long_kernel_on_the_calling_stream), [x]) is None
+    side.synchronize()
 
 
 def test_library_kernels_are_counted_as_torch_ops():

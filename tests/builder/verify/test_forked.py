@@ -93,8 +93,9 @@ def test_forked_children_are_confined_as_exec_children_and_apart_from_each_other
         assert max(found["pids_visible"]) < 10, found  # its own PID namespace: bwrap's few processes and its own
     assert reports[True]["caps"]["CapBnd"] == ZERO_CAPS["CapBnd"]  # a forked child cannot regain one by exec
     assert reports[True]["session_leader"]  # a session of its own, as bwrap's --new-session gives
-    # What the zygote imported (torch) is out of a forked child's collections; an exec'd probe freezes nothing.
-    assert reports[True]["frozen_objects"] > 50_000 and reports[False]["frozen_objects"] == 0
+    # What the zygote imported (torch) is out of a forked child's collections; an exec'd probe freezes none of its
+    # imports (an interpreter may start with a few hundred frozen objects of its own)
+    assert reports[True]["frozen_objects"] > 50_000 and reports[False]["frozen_objects"] < 10_000
 
 
 @needs_bwrap
