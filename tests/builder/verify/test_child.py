@@ -159,11 +159,14 @@ def test_compiled_correct_candidate_from_shared_build(tmp_path, shared_cpu_build
 
 
 def test_the_jobs_wait_for_the_childs_start_up_is_a_phase_from_the_parents_clock():
-    from builder.verify.child.main import _Phases
+    from builder.verify.child.phases import EvaluationPhases
 
-    assert 2.0 <= _Phases(time.time() - 2.0).seconds["wait_for_start_up"] < 3.0
-    assert 0.0 == _Phases(time.time() + 5.0).seconds["wait_for_start_up"]  # a clock ahead reads as no wait
-    assert "wait_for_start_up" not in _Phases(None).seconds and "wait_for_start_up" not in _Phases("x").seconds
+    assert 2.0 <= EvaluationPhases(time.time() - 2.0).seconds["wait_for_start_up"] < 3.0
+    assert 0.0 == EvaluationPhases(time.time() + 5.0).seconds["wait_for_start_up"]  # a clock ahead reads as no wait
+    assert (
+        "wait_for_start_up" not in EvaluationPhases(None).seconds
+        and "wait_for_start_up" not in EvaluationPhases("x").seconds
+    )
 
 
 @pytest.mark.slow  # a shared C++ build of the fixtures (~50 s on 2 cores)
