@@ -290,7 +290,7 @@ def _prepare_process(init_cuda: bool, prime: bool) -> None:
 
             reserve_cuda(device_reserve_bytes())
     # The imports' few hundred thousand objects live as long as the process: kept out of the cyclic collector,
-    # its full collections need not walk them, and a forked child need not copy every page they sit on to do so.
+    # its full collections need not walk them. (A zygote freezes again after `before_fork`, for any child module.)
     gc.freeze()
 
 

@@ -87,7 +87,7 @@ def _spin(ms: float) -> None:
         pass
 
 
-def test_the_clock_half_sees_short_work_left_on_another_stream_and_not_the_host_s_own_work(scale_shift):
+def test_the_clock_half_sees_short_work_left_on_another_stream_and_not_the_host_s_own_work():
     """The clock half alone: 0.3 ms of work left on a stream nobody waits for is found; 0.5 ms of host work before
     a tiny kernel, or a kernel still running on the calling stream when the call returns, is not."""
     from builder.verify.child.side_stream import side_stream_timing_reason
