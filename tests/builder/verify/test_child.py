@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from builder import config
+
 REPO = Path(__file__).resolve().parents[3]
 FIXTURES = REPO / "tests" / "fixtures"
 CANDIDATES = FIXTURES / "candidates"
@@ -132,7 +134,7 @@ def test_compiled_correct_candidate_from_shared_build(tmp_path, shared_cpu_build
     assert result["status"] == "correct", result
     assert result["flags"] == []
     assert result["trials"] == 2
-    assert result["runtime"]["n"] == 5 and result["runtime"]["median_ms"] > 0
+    assert 5 <= result["runtime"]["n"] <= config.TIMING_BLOCKS and result["runtime"]["median_ms"] > 0
     assert "perf_counter" in result["timing_method"] and "on 2 models, each on fresh inputs" in result["timing_method"]
     assert result["own_kernel_fraction"] > 0.5
     assert result["max_diff"] is not None and result["max_diff"] < 1e-5  # judged against the clean reference
@@ -201,7 +203,8 @@ def test_model_new_in_a_pre_started_child(tmp_path, clean_reference):
     # Its torch ops take a share of a ~50 us call that swings around the census's threshold from run to run
     # (the census itself is tested in test_checks.py); whether it is flagged is not what this test is about.
     assert set(result["flags"]) <= {"uses_torch_ops"}
-    assert result["mode"] == "evaluate" and result["runtime"]["n"] == 5
+    # five calls, or more where the accounting of so short a window would flag it (it runs on; referee.py)
+    assert result["mode"] == "evaluate" and 5 <= result["runtime"]["n"] <= config.TIMING_BLOCKS
     assert 0 <= result["phase_s"]["wait_for_start_up"] < 120  # taken at once: its imports may still be running
 
 

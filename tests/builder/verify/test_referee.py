@@ -45,7 +45,7 @@ class ShortClaims(timing.CallTimer):
         return out, elapsed_ms / 20
 
 
-def sleeping_window(module, seconds: float, timer=timing.CallTimer, serve=None):
+def sleeping_window(module, seconds: float, timer=timing.CallTimer, serve=None, job=JOB):
     def call(x, weight, bias):
         time.sleep(seconds)
         return honest(x, weight, bias)
@@ -57,7 +57,7 @@ def sleeping_window(module, seconds: float, timer=timing.CallTimer, serve=None):
     candidate = timer(sets(call), "cpu", 1e-4, 1e-4, task_module=module)
     eager = timing.CallTimer(sets(call), "cpu", 1e-4, 1e-4, task_module=module)
     prepared = timing.TimingSets(candidate, eager, timing.warm_up(candidate, eager, 0))
-    return run_window(prepared, JOB, "cpu", **({"serve": serve} if serve else {}))
+    return run_window(prepared, job, "cpu", **({"serve": serve} if serve else {}))
 
 
 def test_claimed_times_the_parents_clock_cannot_account_for_are_a_timing_mismatch(module):
@@ -96,6 +96,20 @@ def test_a_window_flagged_so_far_runs_on_and_a_passing_stall_is_not_a_mismatch(m
     blocks = sum(h.kind == "candidate" for h in stalled["report"].halves)
     assert blocks > 4, blocks  # past MIN_TIMING_BLOCKS, where a steady window would stop
     assert not stalled["verdict"].flags, stalled["verdict"].flags
+
+
+def test_a_short_window_flagged_so_far_runs_on_past_its_blocks_and_a_lie_stays_flagged(module):
+    """A job of four timed calls is four blocks of one call. Stalls in three of the candidate's four half-blocks
+    would put its lower quartile among them; the window runs on past its four blocks until they are a minority.
+    A lie is in every half-block: it runs on to config.TIMING_BLOCKS and stays flagged."""
+    short = {**JOB, "timed_calls": 4}
+    stalled = sleeping_window(module, 0.01, job=short, serve=lambda link, sets, reveal_dir: serve_window(
+        StallingLink(link, 3, 0.05), sets, reveal_dir))  # fmt: skip
+    assert sum(h.kind == "candidate" for h in stalled["report"].halves) > 4
+    assert not stalled["verdict"].flags, stalled["verdict"].flags
+    lying = sleeping_window(module, 0.01, timer=ShortClaims, job=short)
+    assert sum(h.kind == "candidate" for h in lying["report"].halves) == config.TIMING_BLOCKS
+    assert "more beyond the claimed times" in lying["verdict"].flags["timing_mismatch"]
 
 
 def test_accounting_compares_the_candidates_unaccounted_time_with_eagers():

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from builder import config
 from builder.tasks import load_task_module
 from builder.tasks.suite import describe_task_file
 from builder.verify.child import timing
@@ -38,11 +39,12 @@ def test_a_window_counts_only_timed_calls_and_draws_fresh_inputs_for_each(module
 
     result = time_candidate(FunctionalBinding(recording), module, JOB, "cpu")
     runtime = result["runtime"]
-    assert runtime["n"] == 6 and not result["verdict"].flags
+    # six calls, or more where the accounting of so short a window would flag it (it runs on; referee.py)
+    assert 6 <= runtime["n"] <= config.TIMING_BLOCKS and not result["verdict"].flags
     assert runtime["min_ms"] <= runtime["median_ms"] <= runtime["max_ms"]
     assert runtime["std_ms"] >= 0 and runtime["mean_ms"] > 0
     before, in_window = 2, JOB["warmup_calls"]  # one call per input set before the window; the job's in it
-    assert len(seen_first_values) == before + in_window + 6  # warm-up calls ran but are not in n
+    assert len(seen_first_values) == before + in_window + runtime["n"]  # warm-up calls ran but are not in n
     assert len(set(seen_first_values[: before + in_window])) == 2  # warm-up rotates the two input sets...
     assert len(set(seen_first_values[before + in_window :])) == 6  # ...every timed call has inputs of its own
     assert f"{before} warm-up calls before the window (device shared) and {in_window} in it" in result["timing_method"]
