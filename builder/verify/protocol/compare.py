@@ -230,9 +230,31 @@ def same_bits(a: Any, b: Any) -> bool:
         return a == b
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
+    if a.device.type == b.device.type == "cpu" and a.numel() > config.COMPARE_CHUNK_ELEMENTS:
+        same = _same_in_chunks(_as_numpy(a), _as_numpy(b))
+        if same is not None:
+            return same
     if a.is_floating_point() or a.is_complex():
         return bool(((a == b) | (a.isnan() & b.isnan())).all())
     return bool(torch.equal(a, b))
+
+
+def _same_in_chunks(flat_a: Any, flat_b: Any) -> bool | None:
+    """`same_bits` of two flat numpy views (`_as_numpy`), a cache-sized chunk at a time: the parent's judge of a
+    probe's output, where torch's whole-tensor passes allocate (and fault in) a temporary each (16 M values on this
+    repository's 2-core machine: 0.12-0.18 s in torch on one thread). None for a dtype numpy cannot hold."""
+    import numpy as np
+
+    if flat_a is None or flat_b is None:
+        return None
+    step = config.COMPARE_CHUNK_ELEMENTS
+    with np.errstate(invalid="ignore"):
+        for start in range(0, flat_a.size, step):
+            x, y = _widened(flat_a[start : start + step]), _widened(flat_b[start : start + step])
+            equal = x == y  # -0.0 equals 0.0, as in torch
+            if not equal.all() and not (equal | (np.isnan(x) & np.isnan(y))).all():
+                return False
+    return True
 
 
 def changed_positions(current: list[Any], pristine: list[Any]) -> list[int]:

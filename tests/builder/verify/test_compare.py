@@ -83,3 +83,37 @@ def test_bfloat16_and_double_outputs_take_the_chunked_pass_with_the_same_verdict
         assert (chunked.ok, chunked.error) == (whole.ok, whole.error)
         assert chunked.max_diff == pytest.approx(whole.max_diff, rel=1e-6)
     assert both_ways(close, ref, monkeypatch)[0].ok and not both_ways(far, ref, monkeypatch)[0].ok
+
+
+def same_bits_both_ways(a, b, monkeypatch) -> tuple[bool, bool]:
+    chunked = compare.same_bits(a, b)
+    monkeypatch.setattr(compare.config, "COMPARE_CHUNK_ELEMENTS", 1 << 40)  # torch's whole-tensor pass
+    whole = compare.same_bits(a, b)
+    monkeypatch.setattr(compare.config, "COMPARE_CHUNK_ELEMENTS", 1000)
+    return chunked, whole
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_same_bits_in_chunks_is_torchs_equality_with_nan_equal_to_nan(small_chunks, monkeypatch, dtype):
+    a = torch.randn(10_007, generator=torch.Generator().manual_seed(4)).to(dtype)
+    a[5], a[9_000], a[10_006] = float("nan"), float("inf"), 0.0
+    assert compare._same_in_chunks(compare._as_numpy(a), compare._as_numpy(a.clone())) is not None  # chunked
+    cases = {"a copy": (a.clone(), True), "-0.0 for 0.0": (a.clone(), True), "another NaN's bits": (a.clone(), True),
+             "one value in the last chunk": (a.clone(), False), "NaN where a has a value": (a.clone(), False),
+             "a value where a has NaN": (a.clone(), False)}  # fmt: skip
+    cases["-0.0 for 0.0"][0][10_006] = -0.0
+    bits = cases["another NaN's bits"][0].view(torch.int16 if a.element_size() == 2 else torch.int32)
+    if a.element_size() in (2, 4):
+        bits[5] = bits[5] ^ 1  # still NaN: a payload bit (the exponent's all ones stay)
+    cases["one value in the last chunk"][0][10_001] += 1.0
+    cases["NaN where a has a value"][0][7] = float("nan")
+    cases["a value where a has NaN"][0][5] = 1.0
+    for name, (b, same) in cases.items():
+        assert same_bits_both_ways(a, b, monkeypatch) == (same, same), name
+
+
+def test_same_bits_of_other_dtypes_and_devices_keeps_torchs_pass(small_chunks):
+    a = torch.arange(5_000)
+    assert compare._as_numpy(a) is None and compare.same_bits(a, a.clone())
+    assert not compare.same_bits(a, a + (torch.arange(5_000) == 4_999))
+    assert not compare.same_bits(a.float(), a.double())  # dtypes differ: never the same bits

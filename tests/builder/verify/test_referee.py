@@ -214,6 +214,19 @@ def test_digest_is_exact_and_the_same_for_a_copy():
     assert digest((changed, value[1])) != digest(value)
 
 
+def test_the_hosts_digest_is_torchs_sum_of_the_same_words():
+    """The parent sums a revealed file's words in numpy, the child on its device in torch: the same integers, for
+    every width, and for sizes that are not whole int32 words (int8)."""
+    generator = torch.Generator().manual_seed(5)
+    values = [torch.randn(4097, generator=generator), torch.randn(33, generator=generator).half(),
+              torch.randn(9, generator=generator).to(torch.bfloat16), torch.randint(-99, 99, (7,), dtype=torch.int8),
+              torch.tensor([2**62, 2**62, 2**62], dtype=torch.int64), torch.randn(6, 5, generator=generator).t()]  # fmt: skip
+    for tensor in values:
+        raw = tensor.contiguous().reshape(-1).view(torch.uint8)
+        words = raw.view(torch.int32) if raw.numel() % 4 == 0 else raw.view(torch.int8)
+        assert digest(tensor) == [int(words.sum(dtype=torch.int64))], tensor.dtype
+
+
 def test_fifo_link_carries_messages_both_ways_and_a_silent_peer_times_out():
     scratch = tempfile.mkdtemp(prefix="ka-test-fifo-")
     FifoLink.make(scratch)
