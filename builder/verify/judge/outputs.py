@@ -17,9 +17,14 @@ its state comparison) are kept; disqualifying flags turn `correct` into `incorre
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
+from builder import config
 from builder.verify.protocol.compare import Comparison, compare_outputs, same_bits
 from builder.verify.protocol.tensor_files import devices_of, tensors_of
 from schemas import disqualifying_flags
@@ -85,16 +90,27 @@ class CheckFindings:
 
 def find_checks(candidate: Outputs, reference: Outputs, manifest: dict[str, Any], atol: float,
                 rtol: float) -> CheckFindings:  # fmt: skip
-    """Every comparison the verdict of the checks rests on."""
+    """Every comparison the verdict of the checks rests on. They are made side by side (`side_by_side`) and read
+    in the order a single pass would take: the first failing trial names the error, the first unmoved perturbation
+    the flag."""
     found = CheckFindings()
-    mean_diffs: list[float] = []
+    trials = []
     for index in range(int(manifest.get("trials") or 0)):
-        name = f"trial{index}"
-        if name not in candidate:
+        if f"trial{index}" not in candidate:
             found.missing_trial = index
             break
+        trials.append(index)
+    first = candidate.get("trial0")
+    moved = [(index, kind, key, candidate.get(f"perturbed{index}"))
+             for index, kind, key in manifest.get("responsive_targets") or []]  # fmt: skip
+    moved = [entry for entry in moved if entry[3] is not None and first is not None]
+    work = [partial(_compare_names, candidate, reference, f"trial{index}", atol, rtol) for index in trials]
+    work += [partial(compare_named, value, first, atol, rtol) for _, _, _, value in moved]
+    work.append(partial(tamper_reason, candidate, reference, manifest, atol, rtol))
+    results = side_by_side(work)
+    mean_diffs: list[float] = []
+    for index, comparison in zip(trials, results, strict=False):
         found.judged_trials += 1
-        comparison = compare_named(candidate.get(name), reference.get(name), atol, rtol)
         if comparison.max_diff is not None:
             found.max_diff = max(found.max_diff or 0.0, comparison.max_diff)
         if comparison.mean_diff is not None:
@@ -107,20 +123,38 @@ def find_checks(candidate: Outputs, reference: Outputs, manifest: dict[str, Any]
     found.mean_diff = sum(mean_diffs) / len(mean_diffs) if mean_diffs else None
     if manifest.get("degenerate"):
         found.flags.setdefault("degenerate_task", str(manifest["degenerate"]))
-    first = candidate.get("trial0")
-    for index, kind, key in manifest.get("responsive_targets") or []:
-        moved = candidate.get(f"perturbed{index}")
-        if moved is None or first is None:
-            continue
-        unchanged = compare_named(moved, first, atol, rtol).ok
-        if unchanged and not compare_named(moved, reference.get(f"perturbed{index}"), atol, rtol).ok:
+    for (index, kind, key, value), unmoved in zip(moved, results[len(trials) :], strict=False):
+        if unmoved.ok and not compare_named(value, reference.get(f"perturbed{index}"), atol, rtol).ok:
             found.flags.setdefault("ignores_input",
                                    f"output did not change when {kind} {key} was perturbed (the reference did)")  # fmt: skip
             break
-    reason = tamper_reason(candidate, reference, manifest, atol, rtol)
+    reason = results[-1]
     if reason:
         found.flags.setdefault("tampers_reference", reason)
     return found
+
+
+def _compare_names(candidate: Outputs, reference: Outputs, name: str, atol: float, rtol: float) -> Comparison:
+    return compare_named(candidate.get(name), reference.get(name), atol, rtol)
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def side_by_side(work: list[Callable[[], Any]]) -> list[Any]:
+    """Each call's result, in order, the calls run on a pool of `config.JUDGE_THREADS` threads that every
+    evaluation's judge shares: numpy's passes over cache-sized chunks release the GIL, so one kernel's outputs are
+    compared on several cores, and all the judges together never take more than that many. An exception is raised
+    where a single pass would have met it first."""
+    global _pool
+    if config.JUDGE_THREADS <= 1 or len(work) <= 1:
+        return [call() for call in work]
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(config.JUDGE_THREADS, thread_name_prefix="ka-compare")
+    futures = [_pool.submit(call) for call in work]
+    return [future.result() for future in futures]
 
 
 def apply_findings(child_result: dict[str, Any], found: CheckFindings) -> dict[str, Any]:

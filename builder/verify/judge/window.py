@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from builder import config
@@ -56,20 +57,26 @@ def judge_window(report: WindowReport, reference: Any, device: str, atol: float,
 
 
 def _judge_reveals(report: WindowReport, reference: Any, atol: float, rtol: float, verdict: WindowVerdict) -> None:
-    from builder.verify.judge.outputs import compare_named
+    from builder.verify.judge.outputs import compare_named, side_by_side
     from builder.verify.protocol.tensor_files import tensors_of
     from builder.verify.protocol.window import digest
 
     committed = report.digests()
-    for m in sorted(report.revealed):
+
+    def judged(m: int) -> Any:
+        """None where the revealed output is not the one committed, else its comparison with the reference."""
         values = report.revealed[m]
         tensors = tensors_of(values) if not isinstance(values, str) else None
         if tensors is None or digest(tensors) != committed.get(m):
+            return None
+        return compare_named(values, reference.get(f"timed{m}"), atol, rtol)
+
+    revealed = sorted(report.revealed)
+    for m, comparison in zip(revealed, side_by_side([partial(judged, m) for m in revealed]), strict=True):
+        if comparison is None:
             verdict.flags.setdefault("timing_mismatch", f"timed call {m + 1}: the output revealed after its "
                                      "half-block is not the one committed to when the half-block ended")  # fmt: skip
-            continue
-        comparison = compare_named(values, reference.get(f"timed{m}"), atol, rtol)
-        if not comparison.ok and verdict.error is None:
+        elif not comparison.ok and verdict.error is None:
             verdict.error = f"timed call {m + 1} (fresh inputs): {comparison.error}"
 
 

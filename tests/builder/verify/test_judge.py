@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
 import torch
@@ -116,3 +117,40 @@ def test_a_childs_incorrect_claim_keeps_its_reason_when_the_comparisons_find_non
     wrong = write(tmp_path / "wrong", trial0=torch.zeros(4), probe=torch.ones(2))
     result = judge.judge_checks(stale, wrong, reference, {"trials": 1, "probe_bit_exact": True}, 1e-4, 1e-4)
     assert result["error"].startswith("trial 1:")  # the parent's own finding comes first
+
+
+def test_the_comparisons_side_by_side_find_what_a_single_pass_finds(tmp_path, monkeypatch):
+    """Trials 2 and 3 fail (3 with the poison), trial 5 is missing, the first perturbation moved the output and the
+    second did not where the reference moved, and the probe differs: the same findings, in the same order, on one
+    thread and on four."""
+    base = torch.arange(64.0)
+    reference = write(tmp_path / "reference", **{f"trial{i}": base + i for i in range(5)},
+                      perturbed0=base * 2, perturbed1=base * 3, probe=base)  # fmt: skip
+    poisoned = base + 2
+    poisoned.view(torch.int32)[:4] = -1
+    candidate = write(tmp_path / "candidate", trial0=base, trial1=base + 5, trial2=poisoned, trial3=base + 3,
+                      perturbed0=base * 2, perturbed1=base, probe=base + 1)  # fmt: skip
+    manifest = {"trials": 5, "probe_bit_exact": True, "responsive_targets": [[0, "input", "x"], [1, "input", "w"]]}
+    found = {}
+    for threads in (1, 4):
+        monkeypatch.setattr(judge.config, "JUDGE_THREADS", threads)
+        found[threads] = judge.find_checks(candidate, reference, manifest, 1e-4, 1e-4)
+    assert found[1] == found[4]
+    assert found[4].errors[0].startswith("trial 2:") and found[4].missing_trial == 4 and found[4].judged_trials == 4
+    assert "input w" in found[4].flags["ignores_input"] and "uninitialized_output" in found[4].flags
+    assert "tampers_reference" in found[4].flags and found[4].max_diff == 4.0
+
+
+def test_side_by_side_runs_the_calls_at_once_and_raises_the_first_a_single_pass_would(monkeypatch):
+    monkeypatch.setattr(judge.config, "JUDGE_THREADS", 4)
+    both = threading.Barrier(2, timeout=10)  # passes only if two calls wait on it at the same time
+    assert judge.side_by_side([both.wait, both.wait, lambda: "third"])[2] == "third"
+
+    def fails(why):
+        def call():
+            raise ValueError(why)
+
+        return call
+
+    with pytest.raises(ValueError, match="first"):
+        judge.side_by_side([lambda: None, fails("first"), fails("second")])
