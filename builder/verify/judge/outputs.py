@@ -196,8 +196,8 @@ def judge_checks(child_result: dict[str, Any], candidate: Outputs, reference: Ou
 
 def judge_timing(candidate: Outputs, reference: Outputs, sets: int, atol: float, rtol: float) -> str | None:
     """The first output of each timed input set against its reference: why it failed, or None."""
-    for index in range(sets):
-        comparison = compare_named(candidate.get(f"timing{index}"), reference.get(f"timing{index}"), atol, rtol)
+    work = [partial(_compare_names, candidate, reference, f"timing{index}", atol, rtol) for index in range(sets)]
+    for index, comparison in enumerate(side_by_side(work)):
         if not comparison.ok:
             return f"timed input set {index + 1}: {comparison.error} - results reused across calls?"
     return None

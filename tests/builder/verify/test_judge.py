@@ -154,3 +154,13 @@ def test_side_by_side_runs_the_calls_at_once_and_raises_the_first_a_single_pass_
 
     with pytest.raises(ValueError, match="first"):
         judge.side_by_side([lambda: None, fails("first"), fails("second")])
+
+
+def test_timed_sets_judged_side_by_side_name_the_first_that_fails(tmp_path, monkeypatch):
+    base = torch.arange(64.0)
+    reference = write(tmp_path / "reference", timing0=base, timing1=base + 1, timing2=base + 2)
+    candidate = write(tmp_path / "candidate", timing0=base, timing1=base, timing2=base)
+    for threads in (1, 4):
+        monkeypatch.setattr(judge.config, "JUDGE_THREADS", threads)
+        assert judge.judge_timing(candidate, reference, 3, 1e-4, 1e-4).startswith("timed input set 2:")
+        assert judge.judge_timing(candidate, reference, 1, 1e-4, 1e-4) is None
