@@ -12,7 +12,9 @@ from builder.config.paths import CACHE_DIR, REPO_ROOT
 TOLERANCES = {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2)}  # dtype -> (atol, rtol)
 DEFAULT_TRIALS = 5
 COMPARE_CHUNK_ELEMENTS = 1 << 18  # values per chunk when the judge compares on the CPU (cache-sized passes)
-JUDGE_THREADS = 4  # the parent's comparisons of one kernel's outputs side by side (all judges share them)
+# The parent's comparisons of one kernel's outputs side by side, on threads all judges share (2 on a 2-core machine:
+# 1.5x one; 4 there: 1.2-1.5x, the cores oversubscribed).
+JUDGE_THREADS = min(4, os.cpu_count() or 1)
 DEGENERATE_STD = 1e-6  # a reference output whose std (or the std along some axis, everywhere) is below this
 DEGENERATE_AXIS_FRACTION = 0.99  # share of near-constant slices along an axis that makes the axis degenerate
 POISON_BYTES = 1 << 30  # bytes of NaN-filled allocations released before each candidate call

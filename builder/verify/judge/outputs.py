@@ -143,10 +143,10 @@ _pool_lock = threading.Lock()
 
 
 def side_by_side(work: list[Callable[[], Any]]) -> list[Any]:
-    """Each call's result, in order, the calls run on a pool of `config.JUDGE_THREADS` threads that every
-    evaluation's judge shares: numpy's passes over cache-sized chunks release the GIL, so one kernel's outputs are
-    compared on several cores, and all the judges together never take more than that many. An exception is raised
-    where a single pass would have met it first."""
+    """Each call's result, in order. The calls run on a pool of `config.JUDGE_THREADS` threads (as set when it is
+    first used; 1 runs them in the caller) that every evaluation's judge shares: numpy's passes over cache-sized
+    chunks release the GIL, so one kernel's outputs are compared on several cores, and all the judges together
+    never take more than that many. An exception is raised where a single pass would have met it first."""
     global _pool
     if config.JUDGE_THREADS <= 1 or len(work) <= 1:
         return [call() for call in work]
