@@ -32,7 +32,7 @@ from schemas import disqualifying_flags
 Outputs = Any  # name -> list of TensorOnDevice or a description: a dict, or a tensor_files.OutputsDir (get, in)
 
 
-def compare_named(candidate: Any, reference: Any, atol: float, rtol: float) -> Comparison:
+def compare_named(candidate: Any, reference: Any, atol: float, rtol: float, first_only: bool = False) -> Comparison:
     """compare_outputs on unpacked values, devices included (both sides moved their outputs to the CPU)."""
     if isinstance(reference, str):
         return Comparison(False, error=f"reference returned {reference}, not tensors")
@@ -41,7 +41,7 @@ def compare_named(candidate: Any, reference: Any, atol: float, rtol: float) -> C
     if isinstance(candidate, str):
         return Comparison(False, error=f"candidate returned {candidate}, expected tensors")
     cand_devices, ref_devices = devices_of(candidate), devices_of(reference)
-    comparison = compare_outputs(tensors_of(candidate), tensors_of(reference), atol, rtol)
+    comparison = compare_outputs(tensors_of(candidate), tensors_of(reference), atol, rtol, first_only)
     if comparison.ok and cand_devices != ref_devices:
         index = next(i for i, (c, r) in enumerate(zip(cand_devices, ref_devices, strict=True)) if c != r)
         return Comparison(False, comparison.max_diff, comparison.mean_diff,
@@ -105,7 +105,7 @@ def find_checks(candidate: Outputs, reference: Outputs, manifest: dict[str, Any]
              for index, kind, key in manifest.get("responsive_targets") or []]  # fmt: skip
     moved = [entry for entry in moved if entry[3] is not None and first is not None]
     work = [partial(_compare_names, candidate, reference, f"trial{index}", atol, rtol) for index in trials]
-    work += [partial(compare_named, value, first, atol, rtol) for _, _, _, value in moved]
+    work += [partial(compare_named, value, first, atol, rtol, first_only=True) for _, _, _, value in moved]
     work.append(partial(tamper_reason, candidate, reference, manifest, atol, rtol))
     results = side_by_side(work)
     mean_diffs: list[float] = []
@@ -124,7 +124,7 @@ def find_checks(candidate: Outputs, reference: Outputs, manifest: dict[str, Any]
     if manifest.get("degenerate"):
         found.flags.setdefault("degenerate_task", str(manifest["degenerate"]))
     for (index, kind, key, value), unmoved in zip(moved, results[len(trials) :], strict=False):
-        if unmoved.ok and not compare_named(value, reference.get(f"perturbed{index}"), atol, rtol).ok:
+        if unmoved.ok and not compare_named(value, reference.get(f"perturbed{index}"), atol, rtol, first_only=True).ok:
             found.flags.setdefault("ignores_input",
                                    f"output did not change when {kind} {key} was perturbed (the reference did)")  # fmt: skip
             break

@@ -59,6 +59,17 @@ def test_chunked_and_whole_passes_agree(small_chunks, monkeypatch, case):
         assert chunked.mean_diff == pytest.approx(whole.mean_diff, rel=1e-4)
 
 
+@pytest.mark.parametrize("case", ["within", "one value out", "NaN in the candidate", "poison",
+                                  "reference infinity matched", "reference infinity missed",
+                                  "NaN where the reference has NaN", "every value wrong, some never written"])  # fmt: skip
+def test_asked_only_whether_they_agree_a_chunked_pass_stops_at_the_first_chunk_that_disagrees(small_chunks, case):
+    cand, ref = perturbed(case)
+    first_only = compare.compare_outputs(cand, ref, 1e-3, 1e-3, first_only=True)
+    assert first_only.ok == compare.compare_outputs(cand, ref, 1e-3, 1e-3).ok
+    if case == "every value wrong, some never written":
+        assert "the first 1000 of 10007 values compared" in first_only.error  # its first chunk of 1,000
+
+
 def test_half_precision_outputs_are_compared_in_fp32_chunk_by_chunk(small_chunks, monkeypatch):
     ref = torch.randn(5_000, generator=torch.Generator().manual_seed(1)).half()
     cand = ref.clone()
