@@ -98,7 +98,8 @@ def main() -> int:
         def torch_digest() -> None:
             probe.view(torch.int32).sum(dtype=torch.int64)
 
-        parts = {"find_checks (what the child waits for)": judge_checks, "7 reveals: digests, comparisons (judge_window)": judge_reveals,
+        parts = {"find_checks (what the child waits for)": judge_checks,
+                 "7 reveals: digests, comparisons (judge_window)": judge_reveals,
                  "same_bits, numpy chunks": lambda: compare.same_bits(probe, same),
                  "same_bits, torch whole-tensor": torch_same_bits,
                  "digest, numpy": lambda: digest([probe]), "digest, torch int64 sum": torch_digest}  # fmt: skip

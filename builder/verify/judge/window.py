@@ -58,12 +58,13 @@ def judge_window(report: WindowReport, reference: Any, device: str, atol: float,
 
 def _judge_reveals(report: WindowReport, reference: Any, atol: float, rtol: float, verdict: WindowVerdict) -> None:
     from builder.verify.judge.outputs import compare_named, side_by_side
+    from builder.verify.protocol.compare import Comparison
     from builder.verify.protocol.tensor_files import tensors_of
     from builder.verify.protocol.window import digest
 
     committed = report.digests()
 
-    def judged(m: int) -> Any:
+    def judged(m: int) -> Comparison | None:
         """None where the revealed output is not the one committed, else its comparison with the reference."""
         values = report.revealed[m]
         tensors = tensors_of(values) if not isinstance(values, str) else None
