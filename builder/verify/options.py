@@ -49,16 +49,20 @@ class VerifyOptions:
             raise ValueError(f"backend must be cuda or cpu, not {self.backend!r}")
 
     def workers_per_device(self) -> int:
-        """Evaluation workers per device in a stream: `eval_workers`, or the config's for the backend."""
+        """Evaluation workers per device in a stream: `eval_workers`, or the config's for the backend (a `Verifier`
+        fixes them for its cores and GPUs first: `with_workers_for`)."""
         default = config.EVAL_WORKERS_PER_GPU if self.backend == "cuda" else config.EVAL_WORKERS_CPU
         return max(1, self.eval_workers if self.eval_workers is not None else default)
 
-    def with_compile_workers(self, cores: int, gpus: int) -> VerifyOptions:
-        """These options with compile workers fixed: the given ones, or the config's rule for a stream that may run
-        on `cores` cores and evaluates on `gpus` GPUs (`config.compile_workers_for`)."""
-        if self.compile_workers:
-            return self
-        return replace(self, compile_workers=config.compile_workers_for(cores, gpus))
+    def with_workers_for(self, cores: int, gpus: int) -> VerifyOptions:
+        """These options with compile and evaluation workers fixed: the given ones, or the config's rules for a
+        stream that may run on `cores` cores and evaluates on `gpus` GPUs (`config.compile_workers_for`,
+        `config.eval_workers_for`)."""
+        compile_workers = self.compile_workers or config.compile_workers_for(cores, gpus)
+        eval_workers = self.eval_workers
+        if eval_workers is None:
+            eval_workers = config.eval_workers_for(cores, gpus if self.backend == "cuda" else 0)
+        return replace(self, compile_workers=compile_workers, eval_workers=eval_workers)
 
     def with_seeds(self) -> VerifyOptions:
         """These options with seeds fixed: the given ones, or `trials` fresh secret ones."""

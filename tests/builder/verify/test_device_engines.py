@@ -40,11 +40,23 @@ def test_cores_and_compile_workers_are_shared_out():
 
 def test_compile_workers_follow_the_gpus_unless_given():
     # Several GPUs: compile sets the pace, three quarters of the cores build; one GPU, or CPU engines: half.
-    assert VerifyOptions(backend="cuda").with_compile_workers(64, gpus=4).compile_workers == 48
-    assert VerifyOptions(backend="cuda").with_compile_workers(64, gpus=1).compile_workers == 32
-    assert VerifyOptions(backend="cpu").with_compile_workers(64, gpus=0).compile_workers == 32
-    assert VerifyOptions(backend="cuda", compile_workers=5).with_compile_workers(64, gpus=2).compile_workers == 5
+    assert VerifyOptions(backend="cuda").with_workers_for(64, gpus=4).compile_workers == 48
+    assert VerifyOptions(backend="cuda").with_workers_for(64, gpus=1).compile_workers == 32
+    assert VerifyOptions(backend="cpu").with_workers_for(64, gpus=0).compile_workers == 32
+    assert VerifyOptions(backend="cuda", compile_workers=5).with_workers_for(64, gpus=2).compile_workers == 5
     assert config.compile_workers_for(1, gpus=4) == 1
+
+
+def test_evaluation_workers_follow_the_cores_and_gpus_unless_given():
+    # One GPU with cores to spare: more children overlap their waits; several GPUs keep the cores for compile.
+    assert VerifyOptions(backend="cuda").with_workers_for(16, gpus=1).workers_per_device() == 12
+    assert VerifyOptions(backend="cuda").with_workers_for(15, gpus=1).workers_per_device() == 8
+    assert VerifyOptions(backend="cuda").with_workers_for(64, gpus=4).workers_per_device() == 8
+    assert VerifyOptions(backend="cpu").with_workers_for(64, gpus=0).workers_per_device() == 1
+    assert VerifyOptions(backend="cuda", eval_workers=3).with_workers_for(16, gpus=1).workers_per_device() == 3
+    # Fixed once: an engine process given the stream's options keeps them whatever its own share of cores.
+    fixed = VerifyOptions(backend="cuda").with_workers_for(64, gpus=4)
+    assert fixed.with_workers_for(16, gpus=1).workers_per_device() == 8
 
 
 @pytest.mark.parametrize("engines", [None, 1])
