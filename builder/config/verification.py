@@ -185,23 +185,23 @@ FORK_TIMEOUT_S = 60.0  # a sandbox's holder is up, and a child forked into it, w
 # A pre-started child's clock waits for this file (its start-up's end), at most this long: a timeout is the candidate's
 POOLED_CHILD_READY_NAME, POOLED_CHILD_READY_WAIT_S = "started", 120.0
 # Evaluation workers per device, side by side while each timing window owns it (device_gate.py, docs/architecture.md):
-# 12 on one GPU with at least 16 cores, where a child spends a third of its wall waiting on the device or the parent
-# and half the cores are not compile workers' (all 96 cold kernels in 2-10 % less time than with 8 in four of five
-# pairs of runs on one H200 and 16 cores; docs/benchmarks.md); 8 elsewhere, where compile sets the pace (several
-# GPUs: three quarters of the cores compile) or fewer cores are left to the children.
+# 12 on one GPU of at least 64 GiB with at least 16 cores, where a child spends a third of its wall waiting on the
+# device or the parent and half the cores are not compile workers' (all 96 cold kernels in 2-10 % less time than
+# with 8 in four of five pairs of runs on one H200 and 16 cores; docs/benchmarks.md); 8 elsewhere: where compile
+# sets the pace (several GPUs: three quarters of the cores compile), fewer cores are left to the children, or each
+# child's context and block (EVAL_DEVICE_RESERVE_BYTES) would take more of a smaller GPU from the kernels' tensors.
 EVAL_WORKERS_PER_GPU = 8
-EVAL_WORKERS_ONE_GPU_WIDE, EVAL_WORKERS_WIDE_MIN_CORES = 12, 16
+EVAL_WORKERS_ONE_GPU_WIDE, EVAL_WORKERS_WIDE_MIN_CORES, EVAL_WORKERS_WIDE_MIN_GPU_GIB = 12, 16, 64
 EVAL_WORKERS_CPU = 1  # one on the CPU backend, whose checks share the compiles' cores
 
 
-def eval_workers_for(cores: int, gpus: int) -> int:
+def eval_workers_for(cores: int, gpus: int, gpu_gib: float | None = None) -> int:
     """Evaluation workers per GPU for a stream that may run on `cores` cores and evaluates on `gpus` GPUs (0: the
-    CPU backend)."""
+    CPU backend) of `gpu_gib` GiB each (None: not known)."""
     if gpus < 1:
         return EVAL_WORKERS_CPU
-    if gpus == 1 and cores >= EVAL_WORKERS_WIDE_MIN_CORES:
-        return EVAL_WORKERS_ONE_GPU_WIDE
-    return EVAL_WORKERS_PER_GPU
+    wide = cores >= EVAL_WORKERS_WIDE_MIN_CORES and (gpu_gib or 0) >= EVAL_WORKERS_WIDE_MIN_GPU_GIB
+    return EVAL_WORKERS_ONE_GPU_WIDE if gpus == 1 and wide else EVAL_WORKERS_PER_GPU
 
 
 ENGINE_PROCESS_PER_GPU = True  # a stream over several GPUs runs an engine process each (engine/device_engines.py)

@@ -62,7 +62,8 @@ def _gpus_present() -> int:
 
 
 def gpu_info(index: int = 0) -> dict[str, str] | None:
-    """{"name", "compute_capability", "driver_version"} of visible GPU `index` (CUDA's numbering), or None."""
+    """{"name", "compute_capability", "driver_version"} (and "memory_mib" where nvidia-smi gave it) of visible GPU
+    `index` (CUDA's numbering), or None."""
     ids = visible_gpu_ids()
     return _smi_gpu_info(ids[index]) if index < len(ids) else None
 
@@ -73,11 +74,21 @@ def _smi_gpu_info(smi_id: str) -> dict[str, str] | None:
         return _GIVEN["gpu_info"][smi_id]
     if shutil.which("nvidia-smi") is None:
         return None
-    out = _run(["nvidia-smi", f"--id={smi_id}", "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"])
+    out = _run(["nvidia-smi", f"--id={smi_id}", "--query-gpu=name,compute_cap,driver_version,memory.total",
+                "--format=csv,noheader,nounits"])  # fmt: skip
     if not out or "," not in out:
         return None
-    name, cap, driver = (part.strip() for part in out.strip().splitlines()[0].split(",")[:3])
-    return {"name": name, "compute_capability": cap, "driver_version": driver}
+    parts = [part.strip() for part in out.strip().splitlines()[0].split(",")]
+    info = {"name": parts[0], "compute_capability": parts[1], "driver_version": parts[2]}
+    if len(parts) > 3 and parts[3].isdigit():  # MiB
+        info["memory_mib"] = parts[3]
+    return info
+
+
+def gpu_memory_gib(index: int = 0) -> float | None:
+    """Visible GPU `index`'s memory in GiB as nvidia-smi reports it, or None where it is not known."""
+    info = gpu_info(index)
+    return int(info["memory_mib"]) / 1024 if info and info.get("memory_mib") else None
 
 
 def gpu_arch(index: int = 0) -> str | None:

@@ -54,14 +54,14 @@ class VerifyOptions:
         default = config.EVAL_WORKERS_PER_GPU if self.backend == "cuda" else config.EVAL_WORKERS_CPU
         return max(1, self.eval_workers if self.eval_workers is not None else default)
 
-    def with_workers_for(self, cores: int, gpus: int) -> VerifyOptions:
+    def with_workers_for(self, cores: int, gpus: int, gpu_gib: float | None = None) -> VerifyOptions:
         """These options with compile and evaluation workers fixed: the given ones, or the config's rules for a
-        stream that may run on `cores` cores and evaluates on `gpus` GPUs (`config.compile_workers_for`,
-        `config.eval_workers_for`)."""
+        stream that may run on `cores` cores and evaluates on `gpus` GPUs of `gpu_gib` GiB each
+        (`config.compile_workers_for`, `config.eval_workers_for`)."""
         compile_workers = self.compile_workers or config.compile_workers_for(cores, gpus)
         eval_workers = self.eval_workers
         if eval_workers is None:
-            eval_workers = config.eval_workers_for(cores, gpus if self.backend == "cuda" else 0)
+            eval_workers = config.eval_workers_for(cores, gpus if self.backend == "cuda" else 0, gpu_gib)
         return replace(self, compile_workers=compile_workers, eval_workers=eval_workers)
 
     def with_seeds(self) -> VerifyOptions:

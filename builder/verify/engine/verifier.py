@@ -70,7 +70,8 @@ class Verifier:
         # Where the stream's cores and GPUs are known: one engine's share, or several engines' whole, of this
         # process's cores (a Ray node engine's are its node's).
         gpus = (len(self.engine_devices) or max(1, environment.gpu_count())) if options.backend == "cuda" else 0
-        self.options = options.with_workers_for(len(os.sched_getaffinity(0)), gpus)
+        gpu_gib = environment.gpu_memory_gib(options.device_index) if gpus == 1 else None  # bounds its children
+        self.options = options.with_workers_for(len(os.sched_getaffinity(0)), gpus, gpu_gib)
         if self.options.backend == "cuda" and not self.engine_devices:  # engine processes keep their own
             keep_timing_cores(self._devices(), config.TIMING_CORES_PER_GPU)
         self.baselines = BaselineCache(self.options.baseline_cache_dir)

@@ -48,15 +48,21 @@ def test_compile_workers_follow_the_gpus_unless_given():
 
 
 def test_evaluation_workers_follow_the_cores_and_gpus_unless_given():
-    # One GPU with cores to spare: more children overlap their waits; several GPUs keep the cores for compile.
-    assert VerifyOptions(backend="cuda").with_workers_for(16, gpus=1).workers_per_device() == 12
-    assert VerifyOptions(backend="cuda").with_workers_for(15, gpus=1).workers_per_device() == 8
-    assert VerifyOptions(backend="cuda").with_workers_for(64, gpus=4).workers_per_device() == 8
-    assert VerifyOptions(backend="cpu").with_workers_for(64, gpus=0).workers_per_device() == 1
-    assert VerifyOptions(backend="cuda", eval_workers=3).with_workers_for(16, gpus=1).workers_per_device() == 3
-    # Fixed once: an engine process given the stream's options keeps them whatever its own share of cores.
-    fixed = VerifyOptions(backend="cuda").with_workers_for(64, gpus=4)
-    assert fixed.with_workers_for(16, gpus=1).workers_per_device() == 8
+    # One large GPU with cores to spare: more children overlap their waits. Several GPUs keep the cores for
+    # compile; a smaller or unknown GPU keeps its memory for the kernels' tensors.
+    def workers(cores, gpus, gib, **given):
+        return VerifyOptions(**given).with_workers_for(cores, gpus, gib).workers_per_device()
+
+    assert workers(16, 1, 141.0, backend="cuda") == 12
+    assert workers(15, 1, 141.0, backend="cuda") == 8
+    assert workers(16, 1, 48.0, backend="cuda") == 8
+    assert workers(16, 1, None, backend="cuda") == 8
+    assert workers(64, 4, 141.0, backend="cuda") == 8
+    assert workers(64, 0, None, backend="cpu") == 1
+    assert workers(16, 1, 141.0, backend="cuda", eval_workers=3) == 3
+    # Fixed once: an engine process given the stream's options keeps them whatever its own share of the machine.
+    fixed = VerifyOptions(backend="cuda").with_workers_for(64, 4, 141.0)
+    assert fixed.with_workers_for(16, 1, 141.0).workers_per_device() == 8
 
 
 @pytest.mark.parametrize("engines", [None, 1])

@@ -80,7 +80,7 @@ def two_gpus(monkeypatch):
         if argv[1] == "-L":
             return "GPU 0: NVIDIA H200 (UUID: GPU-aaa)\nGPU 1: NVIDIA H200 (UUID: GPU-bbb)\n"
         asked.append(argv[1])
-        return "NVIDIA H200, 9.0, 580.159.04\n"
+        return "NVIDIA H200, 9.0, 580.159.04, 143771\n"
 
     monkeypatch.setattr(environment.shutil, "which", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(environment, "_run", fake_smi)
@@ -111,6 +111,16 @@ def test_a_visible_gpus_facts_are_read_by_its_own_id(two_gpus, monkeypatch):
     assert environment.gpu_info(1) is None
 
 
+def test_a_gpus_memory_is_read_with_its_line_and_unknown_where_nvidia_smi_gives_none(two_gpus, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert environment.gpu_memory_gib(0) == pytest.approx(140.4, abs=0.1)
+    assert two_gpus == ["--id=1"]  # the same query as the GPU's other facts
+    assert environment.gpu_memory_gib(1) is None  # not visible
+    monkeypatch.setattr(environment, "_run", lambda argv: "NVIDIA H200, 9.0, 580.159.04, [N/A]\n")
+    environment._smi_gpu_info.cache_clear()
+    assert environment.gpu_memory_gib(0) is None and environment.gpu_arch(0) == "9.0"
+
+
 def test_evaluation_children_get_the_visible_gpu_of_their_worker(two_gpus, monkeypatch):
     from builder.verify.engine.children import child_env
     from builder.verify.options import VerifyOptions
@@ -127,7 +137,7 @@ def test_an_engine_takes_what_the_builder_read_of_the_machine_instead_of_reading
 
     facts = environment.known_facts()
     assert facts["gpus_present"] == 2 and facts["gpu_info"] == {"1": {"name": "NVIDIA H200",
-            "compute_capability": "9.0", "driver_version": "580.159.04"}}  # fmt: skip
+            "compute_capability": "9.0", "driver_version": "580.159.04", "memory_mib": "143771"}}  # fmt: skip
     assert facts["torch_versions"][0] == torch.__version__ and facts["builder_version"]
     # plain data: an engine reads them without loading torch (it loads torch beside its first clean references)
     probe = "import pickle, sys; pickle.loads(sys.stdin.buffer.read()); print('torch' in sys.modules)"
