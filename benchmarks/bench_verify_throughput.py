@@ -373,7 +373,9 @@ def main() -> None:
     if cold_gpus:
         measure_cold(count, args.tasks, cold_options, cold_gpus, args.records)
         return
-    # The headline figure first: kernels/hour through the whole engine, cold caches for every setting.
+    # The headline figure first: kernels/hour through the whole engine, cold caches for every setting; then whether
+    # each later setting's pass judged the kernels as the first one did.
+    passes: list[tuple[str, list]] = []
     for workers in settings:
         options = cold_options(workers)
         pairs = corpus(backend, count, args.tasks)
@@ -381,9 +383,13 @@ def main() -> None:
         print(f"{label}: {count} kernels over {len({t.id for _, t in pairs})} tasks, compile workers "
               f"{options.compile_workers or 'by the config'}, batch size {options.batch_size} (the first "
               f"{options.first_batch_size})", flush=True)  # fmt: skip
-        show(measure_stream(pairs, options, label, args.records))
+        passes.append((f"pass {len(passes) + 1} ({label})", []))
+        show(measure_stream(pairs, options, label, args.records, passes[-1][1]))
         if CUT_SHORT.is_set():
             return
+    for name, records in passes[1:]:
+        for figure, value in pass_agreement(passes[0][1], records).items():
+            print(f"{name} against pass 1: {figure:40s} {value:8.1f}", flush=True)
     if warm_gpus:
         repeated = repeat_pairs(pairs, args.warm_repeat)
         for reserve, queues in itertools.product(reserves, connections):
