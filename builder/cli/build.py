@@ -32,6 +32,12 @@ def build(
         min=1,
         help="Parallel compiles (default: of the cores this process may run on, half with one GPU, three quarters with several).",
     ),
+    eval_workers: Optional[int] = typer.Option(
+        None,
+        "--eval-workers",
+        min=1,
+        help="Evaluation workers per GPU (default: 12 on one GPU of 64 GiB or more with 16 or more cores, else 8).",
+    ),
     executor: str = typer.Option("local", "--executor", help="local | ray"),
     ray_address: Optional[str] = typer.Option(
         None, "--ray-address", help="Existing Ray cluster (default: start a local one)."
@@ -64,6 +70,7 @@ def build(
         backend=backend,
         gpus=gpus,
         compile_workers=compile_workers,
+        eval_workers=eval_workers,
         executor=executor,
         ray_address=ray_address,
         trials=trials,

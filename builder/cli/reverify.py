@@ -28,6 +28,12 @@ def reverify(
         min=1,
         help="Parallel compiles (default: of the cores this process may run on, half with one GPU, three quarters with several).",
     ),
+    eval_workers: Optional[int] = typer.Option(
+        None,
+        "--eval-workers",
+        min=1,
+        help="Evaluation workers per GPU (default: 12 on one GPU of 64 GiB or more with 16 or more cores, else 8).",
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
     restart: bool = typer.Option(
         False, "--restart", help="Verify everything again (by default a rerun resumes after the kernels in --out)."
@@ -52,6 +58,7 @@ def reverify(
         trials=trials,
         timeout_s=timeout,
         compile_workers=compile_workers,
+        eval_workers=eval_workers,
         progress=not quiet,
         restart=restart,
         report_only=report_only,

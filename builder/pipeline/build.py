@@ -49,6 +49,7 @@ class BuildParams:
     backend: str = "cuda"
     gpus: int | None = None
     compile_workers: int | None = None
+    eval_workers: int | None = None  # per GPU; None: the Verifier applies config.eval_workers_for on its node
     executor: str = "local"
     ray_address: str | None = None
     trials: int = config.DEFAULT_TRIALS
@@ -181,6 +182,7 @@ class Orchestrator:
             seeds,
             profile=profile,
             compile_workers=params.compile_workers,
+            eval_workers=params.eval_workers,
             baseline_cache_dir=params.out / "baselines",
         )
         settings = ExecutorSettings(params.backend, params.gpus, params.compile_workers, params.ray_address)

@@ -44,6 +44,7 @@ class ReverifyParams:
     trials: int = config.DEFAULT_TRIALS
     timeout_s: float | None = None  # None: the engine's default
     compile_workers: int | None = None
+    eval_workers: int | None = None  # per GPU; None: the engine's rule
     progress: bool = True
     restart: bool = False  # True: forget the records a previous run left in --out
     report_only: bool = False  # True: verify nothing, report on the records a previous run left in --out
@@ -177,6 +178,7 @@ def _verify(
         profile=False,  # the report compares verdicts and speedups; profiles would only cost time
         timeout_s=params.timeout_s,
         compile_workers=params.compile_workers,
+        eval_workers=params.eval_workers,
         baseline_cache_dir=out / "baselines",
     )
     settings = ExecutorSettings(backend, compile_workers=params.compile_workers)

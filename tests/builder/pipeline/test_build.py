@@ -186,3 +186,26 @@ def test_records_a_stand_in_made_are_stamped_with_its_name_and_the_real_engines_
         assert real.stand_in is None
     finally:
         real.close()
+
+
+def test_the_workers_asked_for_on_the_command_line_reach_the_engines_options(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from builder.cli import app
+    from builder.pipeline import reverify_run
+
+    asked: dict[str, object] = {}  # the commands stop once they have handed their parameters on
+    monkeypatch.setattr(build_module, "run_build", lambda params, show_progress: asked.setdefault("build", params))
+    monkeypatch.setattr(reverify_run, "run_reverify", lambda params: asked.setdefault("reverify", params))
+    runner = CliRunner()
+    runner.invoke(app, ["build", "--out", str(tmp_path / "b"), "--eval-workers", "3", "--compile-workers", "2"])
+    runner.invoke(app, ["reverify", str(tmp_path), "--eval-workers", "5"])
+    assert (asked["build"].eval_workers, asked["build"].compile_workers) == (3, 2)
+    assert asked["reverify"].eval_workers == 5
+    assert runner.invoke(app, ["build", "--out", str(tmp_path / "c"), "--eval-workers", "0"]).exit_code == 2
+    # ... and from the build's parameters to the options its verifier is made with
+    made: list = []
+    monkeypatch.setattr(Orchestrator, "_make_generator", lambda self, store: TwoRoundGenerator())
+    params = BuildParams(out=tmp_path / "d", backend="cpu", tasks="^1/1$", eval_workers=3)
+    Orchestrator(params, show_progress=False, make_verifier=lambda o, s: made.append(o) or FakeVerifier(o)).run()
+    assert made and {options.eval_workers for options in made} == {3}

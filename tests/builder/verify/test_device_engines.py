@@ -347,3 +347,18 @@ def test_an_engine_killed_as_pairs_are_handed_back_loses_none_and_repeats_none(t
         routing_log.removeHandler(killer)
     assert killer.killed is not None, "no pair was handed back"
     assert_each_pair_once_the_killed_engines_as_crashes(records, pairs, {"timeout", "runtime_error"})
+
+
+@pytest.mark.parametrize(("cores", "gib", "expected"), [(16, 141.0, 12), (16, None, 8), (8, 141.0, 8)])
+def test_a_one_gpu_stream_takes_its_evaluation_workers_from_its_cores_and_its_gpus_memory(
+    monkeypatch, cores, gib, expected
+):
+    from builder.verify.engine import verifier as verifier_module
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
+    monkeypatch.setattr(environment, "visible_gpu_ids", lambda: ["0"])
+    monkeypatch.setattr(environment, "gpu_count", lambda: 1)
+    monkeypatch.setattr(environment, "gpu_memory_gib", lambda index=0: gib)
+    monkeypatch.setattr(verifier_module, "keep_timing_cores", lambda *args, **kwargs: {})
+    assert Verifier(VerifyOptions(backend="cuda")).options.workers_per_device() == expected
+    assert Verifier(VerifyOptions(backend="cuda", eval_workers=2)).options.workers_per_device() == 2
