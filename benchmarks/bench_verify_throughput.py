@@ -103,6 +103,8 @@ def measure_stream(
     gate = device_gate(options.backend, options.device_index)
     before = gate.snapshot()
     verifier = CountingVerifier(options)
+    print(f"{label}: workers as the engine fixed them: {verifier.options.workers_per_device()} evaluation a device, "
+          f"{verifier.options.compile_workers} compile", flush=True)  # fmt: skip
     phase_log = PhaseLog()
     engine_log = logging.getLogger("builder.verify.engine.verifier")
     engine_log.addHandler(phase_log)

@@ -23,6 +23,7 @@ def test_each_later_setting_is_compared_kernel_by_kernel_with_the_first(tmp_path
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-2000:]
     assert "eval workers/device 1: wall s" in output and "eval workers/device 2: wall s" in output
+    assert "eval workers/device 2: workers as the engine fixed them: 2 evaluation a device" in output
     agreement = dict(re.findall(r"^pass 2 \(eval workers/device 2\) against pass 1: (.+?)\s+(-?[\d.]+|nan)$",
                                 output, re.MULTILINE))  # fmt: skip
     assert float(agreement["kernels in both passes"]) == 2, output[-2000:]
