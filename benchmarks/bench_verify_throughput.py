@@ -15,11 +15,14 @@ times in the warm runs, on its cached build. Prints figures and the machine.
                                                  [--judge-poll-max S] [--child-start fork|exec]
                                                  [--fork-references] [--refill-at-once]
                                                  [--device-reserve 0,N] [--device-connections default,N]
-                                                 [--warm-repeat N]
+                                                 [--warm-repeat N] [--kernelbench N]
 
 While it runs, a stall report (`gate_watch.py`) prints the gate's state and the builder's processes once an
 owner has held the device, or owners have waited for checks, for 30 s. Under a time limit (`timeout`'s SIGTERM)
 the stream in progress stops and its figures count the records it made.
+
+On CUDA the first pass's first `--kernelbench` kernels (32) then go through KernelBench's own flow where KernelBench
+is importable (`kernelbench_flow.py`), and its rate is printed beside this engine's.
 
 `--profile` verifies as `kernel-archive build` does on CUDA by default: with Nsight Compute, the torch profiler
 and clang-tidy (where installed) attached to each record.
@@ -56,6 +59,7 @@ from benchmarks.gpu_places import (  # noqa: E402
     places_that_fit,
     scaling_lines,
 )
+from benchmarks.kernelbench_flow import side_by_side  # noqa: E402
 from benchmarks.throughput_figures import (  # noqa: E402
     alone_at_the_end,
     copy_agreement,
@@ -237,6 +241,9 @@ def main() -> None:
     parser.add_argument("--kernels", type=int, default=None, help="distinct kernels (default 96 cuda / 4 cpu)")
     parser.add_argument("--tasks", type=int, default=16, help="tasks they are spread over, all levels (default 16)")
     parser.add_argument("--backend", choices=("cuda", "cpu"), default=None)
+    parser.add_argument("--kernelbench", type=int, default=32, metavar="N",
+                        help="on cuda, the first N kernels again through KernelBench's own flow where it is importable "
+                             "(kernelbench_flow.py), its rate beside this engine's (0: not)")  # fmt: skip
     parser.add_argument("--eval-workers", default=None,
                         help="evaluation workers per device to compare, e.g. 1,4 (default: the config's)")  # fmt: skip
     parser.add_argument("--skip", default="", help="stages to skip: startup,compile")
@@ -332,6 +339,8 @@ def main() -> None:
     connections = [work_queues.DRIVER_DEFAULT if v == "default" else int(v) for v in values] or [None]
     if args.compile_workers is not None and args.compile_workers < 1:
         parser.error(f"--compile-workers: 1 or more, not {args.compile_workers}")
+    if args.kernelbench < 0:
+        parser.error(f"--kernelbench: 0 or more kernels, not {args.kernelbench}")
     if args.first_batch < 1:
         parser.error(f"--first-batch: 1 or more, not {args.first_batch}")
     if args.warm_repeat < 1:
@@ -386,9 +395,15 @@ def main() -> None:
               f"{options.compile_workers or 'by the config'}, batch size {options.batch_size} (the first "
               f"{options.first_batch_size})", flush=True)  # fmt: skip
         passes.append((f"pass {len(passes) + 1} ({label})", []))
-        show(measure_stream(pairs, options, label, args.records, passes[-1][1]))
+        figures = measure_stream(pairs, options, label, args.records, passes[-1][1])
+        show(figures)
         if CUT_SHORT.is_set():
             return
+        if len(passes) == 1 and backend == "cuda" and args.kernelbench:  # the same kernels through KernelBench's flow
+            for line in side_by_side(pairs, passes[0][1], figures[f"{label}: VERIFIED KERNELS/HOUR"], args.kernelbench,
+                                     options.compile_workers or config.compile_workers_for(len(os.sched_getaffinity(0))),
+                                     Path(tempfile.mkdtemp(prefix="ka-bench-kernelbench-"))):  # fmt: skip
+                print(line, flush=True)
     for name, records in passes[1:]:
         for figure, value in pass_agreement(passes[0][1], records).items():
             print(f"{name} against pass 1: {figure:40s} {value:8.1f}", flush=True)

@@ -41,7 +41,8 @@ def test_a_run_cut_short_by_sigterm_reports_what_it_measured(tmp_path):
                                             ("--device-connections", ("0", "default,-1", "eight")),
                                             ("--warm-repeat", ("0", "-2", "two")),
                                             ("--first-batch", ("0", "-1", "one")),
-                                            ("--later-builds-nice", ("-1", "20", "ten"))])  # fmt: skip
+                                            ("--later-builds-nice", ("-1", "20", "ten")),
+                                            ("--kernelbench", ("-1", "all"))])  # fmt: skip
 def test_bad_warm_run_settings_are_a_usage_error(option, values):
     for value in values:
         done = subprocess.run(
