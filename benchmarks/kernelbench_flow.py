@@ -4,8 +4,8 @@ beside this engine's (`bench_verify_throughput.py --kernelbench N`).
 
 KernelBench is found as the package `kernelbench` (installed, or under `src/` of a checkout named by
 $KA_KERNELBENCH_DIR) or as a checkout's older `src` package; either must offer `build_compile_cache` and
-`eval_kernel_against_ref` in its `eval` module, called by their parameters' names. Its code runs unsandboxed in these processes, as it runs for its users: the bundled kernels
-only.
+`eval_kernel_against_ref` in its `eval` module, called by their parameters' names. Its code runs unsandboxed in
+these processes, as it runs for its users: the bundled kernels only.
 
 A bundled `.cu` kernel becomes a KernelBench `ModelNew` source: the task's own source (its `Model`, inputs and
 init inputs), the kernel built by `load_inline` when the source runs (as KernelBench's sources build theirs), and a
