@@ -9,7 +9,8 @@ names nobody, so each candidate gets its own verdict and a failing one its own c
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections import deque
+from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import Executor
 from dataclasses import replace
 from functools import partial
@@ -18,6 +19,7 @@ from typing import Any
 from builder import config
 from builder.verify.compile.build_queue import BuildQueue
 from builder.verify.compile.extension import CompileResult
+from builder.verify.compile.headers import Rung, lightest_rung
 from builder.verify.compile.shared_source import WrappedCandidate, blame, shared_source, wrap_candidate
 
 BuildFn = Callable[..., CompileResult]  # (source, language[, urgent=True]) -> CompileResult
@@ -30,15 +32,20 @@ def batch_sizes(count: int, largest: int, workers: int = 1, first: int | None = 
     than `largest`, nor more than an even share of the `workers` (idle compile workers would leave the
     device waiting for the longest build). `first`, when given, starts a ramp (first, twice that, ...): the
     device has nothing to do until the first build is done, and a small build is done soonest."""
-    if count <= 0:
-        return []
+    sizes: list[int] = []
+    ramp = _ramp(count, largest, workers, first)
+    while (left := count - sum(sizes)) > 0:
+        sizes.append(min(next(ramp), left))
+    return sizes
+
+
+def _ramp(count: int, largest: int, workers: int, first: int | None) -> Iterator[int]:
+    """`batch_sizes`'s sizes, without end: the ramp from `first`, then the cap."""
     cap = max(1, min(largest, -(-count // max(1, workers))))
     size = cap if first is None else max(1, min(first, cap))
-    sizes: list[int] = []
-    while (left := count - sum(sizes)) > 0:
-        sizes.append(min(size, left))
+    while True:
+        yield size
         size = min(cap, size * 2)
-    return sizes
 
 
 def plan_batches(
@@ -51,8 +58,12 @@ def plan_batches(
 ) -> tuple[list[list[tuple[int, WrappedCandidate]]], list[int], dict[int, str]]:
     """(shared batches of (index, wrapped), indices to build alone, index -> reason it was kept alone).
 
-    Each language's safe candidates are cut in order by `batch_sizes` (at most `batch_size` a build); the
-    indices in `skip` (already built) are left out, those in `alone_asked` built on their own."""
+    Each language's safe candidates are cut by `batch_sizes`'s ramp (at most `batch_size` a build), each build
+    taking the candidates that fit the same lightest header rung (`headers.lightest_rung`) in order, from the
+    rung of the earliest candidate left: a shared build is built on the rung all its members fit, so one
+    candidate that needs the light headers would make a lean build of eleven others light (a third more
+    core-s, and later). The indices in `skip` (already built) are left out, those in `alone_asked` built on
+    their own."""
     alone: list[int] = []
     reasons: dict[int, str] = {}
     safe: dict[str, list[tuple[int, WrappedCandidate]]] = {}
@@ -71,9 +82,13 @@ def plan_batches(
             safe.setdefault(language, []).append((index, wrapped))
     batches: list[list[tuple[int, WrappedCandidate]]] = []
     for members in safe.values():
-        start = 0
-        for size in batch_sizes(len(members), max(1, batch_size), workers, first_batch_size):
-            group, start = members[start : start + size], start + size
+        by_rung: dict[Rung, deque[tuple[int, WrappedCandidate]]] = {}
+        for member in members:
+            by_rung.setdefault(lightest_rung(sources[member[0]][0]), deque()).append(member)
+        ramp = _ramp(len(members), max(1, batch_size), workers, first_batch_size)
+        while rungs := [waiting for waiting in by_rung.values() if waiting]:
+            waiting = min(rungs, key=lambda left: left[0][0])  # the rung of the earliest candidate left
+            group = [waiting.popleft() for _ in range(min(next(ramp), len(waiting)))]
             if len(group) == 1:
                 alone.append(group[0][0])  # build a lone candidate from its own source (same cache key as verify)
             else:

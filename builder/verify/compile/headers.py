@@ -59,6 +59,22 @@ class HeaderTries(enum.Enum):
     AFTER_LIGHTEST = "the rungs after the lightest"
 
 
+class Rung(enum.IntEnum):
+    """A source's lightest rung (`lightest_rung`), lightest first."""
+
+    LEAN = 0
+    LIGHT = 1
+    AS_WRITTEN = 2
+
+
+def lightest_rung(source: str) -> Rung:
+    """The first rung `variants(source)` holds. A shared build is built on the rung all its members fit, so one
+    member that needs a heavier rung makes the whole build heavier: shared builds group their members by this."""
+    if lean_variant(source) is not None and lean_header_text() is not None:
+        return Rung.LEAN
+    return Rung.LIGHT if light_variant(source) is not None else Rung.AS_WRITTEN
+
+
 def variants(source: str) -> list[tuple[str, dict[str, str]]]:
     """The ladder of `source`'s builds, lightest first: (text, files written beside it). The source as written is
     always the last rung; the lean and the light ones are there where the source has them."""

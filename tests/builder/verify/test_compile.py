@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from builder.candidates import Candidate
-from builder.verify.compile import batching, shared_source
+from builder.verify.compile import batching, headers, shared_source
 from builder.verify.compile.extension import (
     CompileResult,
     build_extension,
@@ -227,6 +227,30 @@ def test_plan_cuts_each_language_by_the_sizes_in_order():
     batches, alone, _ = batching.plan_batches(sources, batch_size=4, workers=2, first_batch_size=2)
     assert [[index for index, _ in group] for group in batches] == [[0, 1], [2, 3, 4, 5]]  # sizes 2, 4, 1
     assert alone == [7]  # a one-candidate cut is built from its own source; python is not built
+
+
+LEAN_KERNEL = """#include <torch/extension.h>
+
+torch::Tensor forward(torch::Tensor x) { return x; }
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward); }
+"""
+LIGHT_KERNEL = LEAN_KERNEL.replace("{ return x; }", "{ return at::relu(x); }")  # an operator the lean header lacks
+
+
+def test_each_shared_build_holds_candidates_of_one_header_rung_in_order_from_the_earliest_left():
+    kinds = "lean lean light lean lean lean light lean lean lean".split()
+    sources = [((LIGHT_KERNEL if kind == "light" else LEAN_KERNEL) + f"// {index}\n", "cuda")
+               for index, kind in enumerate(kinds)]  # fmt: skip
+    batches, alone, _ = batching.plan_batches(sources, batch_size=4, workers=2, first_batch_size=1)
+    groups = [[index for index, _ in group] for group in batches]
+    assert groups == [[1, 3], [2, 6], [4, 5, 7, 8]]  # 2, then 4: the light pair took that build alone, then 4
+    assert alone == [0, 9]  # the ramp's first, and the last one left
+    for group in batches:  # what the shared build is built on: its members' one rung, not a heavier one
+        names = [f"c{index}" for index, _ in group]
+        source = shared_source.shared_source([wrapped for _, wrapped in group], names)
+        rungs = {headers.lightest_rung(sources[index][0]) for index, _ in group}
+        assert {headers.lightest_rung(source)} == rungs
 
 
 @pytest.mark.parametrize(

@@ -191,6 +191,14 @@ def test_a_kernel_is_built_lean_first_where_its_torch_names_fit(source, fits):
     assert first == ([LEAN_INCLUDE] if fits else []) + [LIGHT_INCLUDE, source.splitlines()[0]]
 
 
+def test_a_source_s_lightest_rung_is_the_first_its_ladder_holds(monkeypatch):
+    raw = KERNEL + 'const char* text = R"(x)";\n'
+    assert [headers.lightest_rung(s) for s in (KERNEL, NAMES_AN_OPERATOR, raw)] == list(headers.Rung)
+    assert [len(build_plans(s)) for s in (KERNEL, NAMES_AN_OPERATOR, raw)] == [3, 2, 1]
+    monkeypatch.setattr(headers, "lean_header_text", lambda: None)
+    assert headers.lightest_rung(KERNEL) is headers.Rung.LIGHT  # no lean header: no lean rung
+
+
 def test_the_ladder_lean_light_as_written_and_the_rungs_each_caller_asks_for(monkeypatch):
     lean, light, full = build_plans(KERNEL)
     assert lean.beside == {config.LEAN_HEADER_NAME: lean_header_text()} and full == BuildPlan(KERNEL)
