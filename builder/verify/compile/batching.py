@@ -61,8 +61,8 @@ def plan_batches(
     Each language's safe candidates are cut by `batch_sizes`'s ramp (at most `batch_size` a build), each build
     taking the candidates that fit the same lightest header rung (`headers.lightest_rung`) in order, from the
     rung of the earliest candidate left: a shared build is built on the rung all its members fit, so one
-    candidate that needs the light headers would make a lean build of eleven others light (a third more
-    core-s, and later). The indices in `skip` (already built) are left out, those in `alone_asked` built on
+    candidate that needs the light headers would make a lean build of eleven others light (30-50 % more
+    core-s, and later: docs/benchmarks.md). The indices in `skip` (already built) are left out, those in `alone_asked` built on
     their own."""
     alone: list[int] = []
     reasons: dict[int, str] = {}
