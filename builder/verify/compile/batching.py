@@ -1,7 +1,7 @@
 """Shared builds: several candidates compiled as one extension, so the torch-header cost is paid once.
 
 Which candidates may share a build, and the shared source, are `shared_source.py`'s; this module sizes the builds
-(`batch_sizes`, `plan_batches`) and runs them (`compile_many`). A batch that fails to compile is split by its log
+and fills each with candidates of one header rung (`batch_sizes`, `plan_batches`) and runs them (`compile_many`). A batch that fails to compile is split by its log
 (`blame`: the candidates its errors point at are built alone, the rest together again), or bisected when the log
 names nobody, so each candidate gets its own verdict and a failing one its own compiler message.
 """
