@@ -1,9 +1,10 @@
 """Shared builds: several candidates compiled as one extension, so the torch-header cost is paid once.
 
 Which candidates may share a build, and the shared source, are `shared_source.py`'s; this module sizes the builds
-and fills each with candidates of one header rung (`batch_sizes`, `plan_batches`) and runs them (`compile_many`). A batch that fails to compile is split by its log
-(`blame`: the candidates its errors point at are built alone, the rest together again), or bisected when the log
-names nobody, so each candidate gets its own verdict and a failing one its own compiler message.
+and fills each with candidates of one header rung (`batch_sizes`, `plan_batches`) and runs them (`compile_many`).
+A batch that fails to compile is split by its log (`blame`: the candidates its errors point at are built alone,
+the rest together again), or bisected when the log names nobody, so each candidate gets its own verdict and a
+failing one its own compiler message.
 """
 
 from __future__ import annotations
@@ -62,8 +63,8 @@ def plan_batches(
     taking the candidates that fit the same lightest header rung (`headers.lightest_rung`) in order, from the
     rung of the earliest candidate left: a shared build is built on the rung all its members fit, so one
     candidate that needs the light headers would make a lean build of eleven others light (30-50 % more
-    core-s, and later: docs/benchmarks.md). The indices in `skip` (already built) are left out, those in `alone_asked` built on
-    their own."""
+    core-s, and later: docs/benchmarks.md). The indices in `skip` (already built) are left out, those in
+    `alone_asked` built on their own."""
     alone: list[int] = []
     reasons: dict[int, str] = {}
     safe: dict[str, list[tuple[int, WrappedCandidate]]] = {}
