@@ -175,6 +175,8 @@ class _Watcher(threading.Thread):
         finally:
             link.close()
         self.seconds["parent_referee"] = round(time.monotonic() - began, 4)
+        seconds = self.window.seconds if self.window is not None else {}
+        self.seconds.update({f"parent_referee.{kind}": round(s, 4) for kind, s in seconds.items()})
         assert self.process is not None
         self.gate.release_exclusive(self.process)
 

@@ -58,6 +58,7 @@ class WindowReport:
     failure: str | None = None
     failure_kind: str | None = None  # "hand_shake", "lazy_output", "stale_output", "candidate_error"
     stopped_early: bool = False
+    seconds: dict[str, float] = field(default_factory=dict)  # the parent's wall by kind of exchange ("warm", ...)
 
     def digests(self) -> dict[int, list[int]]:
         return {m: d for half in self.halves if half.kind == "candidate" for m, _, d in half.calls}
@@ -108,6 +109,8 @@ class Referee:
         self.link.send(message)
         answer = self.link.receive(abort=self.abort)
         wall_ms = (time.perf_counter() - began) * 1e3
+        exchange = "halves" if answer_key == "done" else answer_key  # where a window's wall goes, for the bench
+        self.report.seconds[exchange] = self.report.seconds.get(exchange, 0.0) + wall_ms / 1e3
         if "failed" in answer:
             raise BrokenWindow(str(answer.get("failed"))[:2000], str(answer.get("kind") or "candidate_error"))
         if answer_key not in answer:

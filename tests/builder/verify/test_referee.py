@@ -147,6 +147,19 @@ def test_a_revealed_output_must_be_the_one_committed_by_its_digest(module):
     assert "not the one committed" in result["verdict"].flags["timing_mismatch"]
 
 
+def test_the_report_says_where_the_windows_wall_went(module):
+    prepared = timing.prepare_timing(FunctionalBinding(honest), module, dict(JOB, backend="cpu"), "cpu")
+    began = time.perf_counter()
+    result = run_window(prepared, JOB, "cpu", samples=[[0, 0, 99], [5, 1, 98]])
+    wall = time.perf_counter() - began
+    seconds = result["report"].seconds
+    assert set(seconds) == {"warmed", "halves", "revealed", "ended"}
+    assert all(value > 0 for value in seconds.values())
+    assert sum(seconds.values()) <= wall
+    halves = sum(half.wall_ms for half in result["report"].halves) / 1e3
+    assert seconds["halves"] == pytest.approx(halves, rel=1e-6)
+
+
 def test_a_broken_hand_shake_is_a_timing_mismatch(module):
     def answers_short(link, sets, reveal_dir):
         while True:
