@@ -60,6 +60,10 @@ TIMING_CLAIM_OVER_WALL, TIMING_CLAIM_SLACK_MS = 0.02, 0.05  # claimed times may 
 # Timed calls whose outputs the parent judges against a clean reference: (first, end, how many) over the window's
 # candidate calls, scaled to its timed_calls, picked in secret when the task's reference is computed.
 TIMED_SAMPLE_RANGES = ((0, 4, 1), (4, 20, 2), (20, 50, 2), (50, 100, 2))
+# A sampled call's output is copied to the child's host memory in the window and written to a file for the parent once
+# the device is given back (referee.py), where a window's samples hold at most this many bytes; larger ones are written
+# in the window, as they end.
+REVEAL_KEPT_MAX_BYTES = 2 << 30
 # In-window eager slower than a clean process's eager (re-measured), in its median and in its fastest call alike, by
 # more than this: `slowed_baseline` on CUDA; on the CPU, whose eager threads wait for cores on a loaded machine, the
 # speedup rests on the clean eager instead (baseline_cache.weigh_slowed_eager).

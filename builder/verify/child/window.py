@@ -3,7 +3,8 @@
 The parent's referee (`referee.py`) says what to run; this process runs it and answers (`protocol/window.py`):
 in-window warm-up pairs, then half-blocks of the candidate's or PyTorch eager's calls on fresh inputs from the
 parent's seeds, each answered with every call's time and output digest; then the full outputs of the calls the
-parent picks after the half-block ended. Nothing said here is believed on its own: the parent checks the times
+parent picks after the half-block ended (copied to the host there, and written to files once the device is given
+back, or at once where they are large). Nothing said here is believed on its own: the parent checks the times
 against its own clock and the revealed outputs against the digests and the clean reference.
 """
 
@@ -26,6 +27,7 @@ def serve_window(link: Any, sets: TimingSets, reveal_dir: str | Path, between: A
     from builder.verify.child.failures import exception_text
     from builder.verify.protocol import tensor_files
 
+    kept: dict[int, Any] = {}  # sampled call -> its output packed on the host, until the parent asks for it
     with torch.no_grad():
         while True:
             try:
@@ -41,14 +43,15 @@ def serve_window(link: Any, sets: TimingSets, reveal_dir: str | Path, between: A
                     spin_ms = float(message.get("spin_ms") or 0.0)
                     calls = [timer.time_fresh(int(m), int(seed), spin_ms) for m, seed in message["calls"]]
                     link.send({"done": message["go"], "calls": calls})
+                elif "keep" in message:  # copied to the host while the device is ours, written at "reveal"
+                    for m in (int(m) for m in message["keep"]):
+                        kept[m] = tensor_files.pack({f"timed{m}": sets.candidate.held.get(m)})
+                    link.send({"kept": [int(m) for m in message["keep"]]})
                 elif "reveal" in message:
-                    shown = []
-                    for m in message["reveal"]:
-                        name = f"timed{int(m)}"
-                        tensor_files.write(Path(reveal_dir) / f"{name}.safetensors",
-                                           {name: sets.candidate.held.get(int(m))})  # fmt: skip
-                        shown.append(int(m))
-                    link.send({"revealed": shown})
+                    for m in (int(m) for m in message["reveal"]):
+                        packed = kept.pop(m, None) or tensor_files.pack({f"timed{m}": sets.candidate.held.get(m)})
+                        tensor_files.write_packed(Path(reveal_dir) / f"timed{m}.safetensors", packed)
+                    link.send({"revealed": [int(m) for m in message["reveal"]]})
                 elif "end" in message:
                     link.send({"ended": True})
                     return

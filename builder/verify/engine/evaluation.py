@@ -164,21 +164,19 @@ class _Watcher(threading.Thread):
             self._referee(link)
 
     def _referee(self, link: FifoLink) -> None:
-        """Run the child's timing window on this process's clock (referee.py). Once it has ended, the next window
-        need not wait while the child writes files and exits (stopped, as every member, while another owns the
-        device)."""
-        began = time.monotonic()
+        """Run the child's timing window on this process's clock (referee.py). Once its last half-block has ended,
+        the next window need not wait while the child writes its sampled outputs and other files and exits (stopped,
+        as every member, while another owns the device)."""
+        assert self.process is not None
+        began, process = time.monotonic(), self.process
         try:
-            self.window = Referee(
-                link, self.job["window_dir"], self.reference.manifest, self.job, abort=self.done
-            ).run()
+            self.window = Referee(link, self.job["window_dir"], self.reference.manifest, self.job,
+                                  abort=self.done).run(after_window=lambda: self.gate.release_exclusive(process))  # fmt: skip
         finally:
             link.close()
         self.seconds["parent_referee"] = round(time.monotonic() - began, 4)
         seconds = self.window.seconds if self.window is not None else {}
         self.seconds.update({f"parent_referee.{kind}": round(s, 4) for kind, s in seconds.items()})
-        assert self.process is not None
-        self.gate.release_exclusive(self.process)
 
     def _say(self, key: str, word: str) -> None:
         write_word(Path(self.job[key]), word)

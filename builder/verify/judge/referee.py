@@ -15,6 +15,7 @@ import math
 import secrets
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,12 +93,26 @@ class Referee:
         self.link, self.reveal_dir, self.job, self.abort = link, Path(reveal_dir), job, abort
         self.samples = timed_samples(manifest)
         self.device = "cuda" if job.get("backend") == "cuda" else "cpu"
-        self.file_limit = 2 * sum(int(n) for n in manifest.get("output_bytes") or []) + config.OUTPUTS_FILE_SLACK_BYTES
+        output_bytes = sum(int(n) for n in manifest.get("output_bytes") or [])
+        self.file_limit = 2 * output_bytes + config.OUTPUTS_FILE_SLACK_BYTES
+        # Sampled outputs are kept on the child's host and written once the device is given back, where they fit.
+        self.keep = len(self.samples) * output_bytes <= config.REVEAL_KEPT_MAX_BYTES
+        self._kept: list[int] = []
         self.report = WindowReport()
 
-    def run(self) -> WindowReport:
+    def run(self, after_window: Callable[[], None] | None = None) -> WindowReport:
+        """The window, then the reveals of the sampled outputs kept on the child's host. `after_window` runs once
+        the last half-block has ended (or the window broke), before those reveals: the caller gives the device back
+        there, since writing and reading files is no device work."""
         try:
-            self._run()
+            try:
+                self._run()
+            finally:
+                if after_window is not None:
+                    after_window()
+            if self._kept:
+                self._read_reveals(self._kept)
+            self._ask({"end": True}, "ended")
         except BrokenWindow as exc:
             self.report.failure, self.report.failure_kind = str(exc), exc.kind
         except LinkClosed as exc:
@@ -168,7 +183,6 @@ class Referee:
             # scheduler tick on a loaded CPU) reads as time its claims leave out.
             if block >= blocks and (block >= config.TIMING_BLOCKS or not self._unaccounted_so_far()):
                 break
-        self._ask({"end": True}, "ended")
 
     def _unaccounted_so_far(self) -> bool:
         """Whether the half-blocks run so far leave the parent's clock holding more than the claims account for."""
@@ -196,12 +210,23 @@ class Referee:
         return half
 
     def _reveal(self, half: HalfBlock) -> None:
-        """The sampled calls of a half-block that has ended: the child writes their outputs, committed by digest."""
-        from builder.verify.protocol import tensor_files
-
+        """The sampled calls of a half-block that has ended, committed by digest: the child copies their outputs to
+        its host now (`keep`) and writes them once the window is over, or writes them now where they are large."""
         wanted = [m for m, _, _ in half.calls if m in self.samples]
         if not wanted:
             return
+        if not self.keep:
+            self._read_reveals(wanted)
+            return
+        answer, _ = self._ask({"keep": wanted}, "kept")
+        if answer.get("kept") != wanted:
+            raise BrokenWindow(f"the child kept {answer.get('kept')} where {wanted} was asked")
+        self._kept.extend(wanted)
+
+    def _read_reveals(self, wanted: list[int]) -> None:
+        """The child writes the outputs of the calls `wanted`; the parent reads them back."""
+        from builder.verify.protocol import tensor_files
+
         answer, _ = self._ask({"reveal": wanted}, "revealed")
         if answer.get("revealed") != wanted:
             raise BrokenWindow(f"the child revealed {answer.get('revealed')} where {wanted} was asked")

@@ -7,9 +7,13 @@ talk through two FIFOs in the child's scratch folder, one JSON object per line:
     {"warm": n}                                           {"warmed": n, "pair_ms": [...], "launch_ms": x}
     {"go": h, "kind": "candidate"|"eager",                {"done": h, "calls": [[m, ms, digest], ...]}
      "calls": [[m, seed], ...], "spin_ms": s}
+    {"keep": [m, ...]}                                    {"kept": [m, ...]}  (outputs copied to the host)
     {"reveal": [m, ...]}                                  {"revealed": [m, ...]}  (files `timed{m}` written)
     {"end": true}                                         {"ended": true}
                                                           {"failed": "why", "kind": "candidate_error"|"lazy_output"}
+
+After a candidate half-block, its sampled calls are kept (or revealed at once, where a window's samples are large);
+the kept ones are revealed after the last half-block, once the parent has given the device back.
 
 The parent's clock runs from its "go" to the child's "done": the child cannot start a half-block before it hears
 the seeds of its calls, and cannot end it before it commits to every output by its digest. `digest` is exact

@@ -98,18 +98,16 @@ def test_long_checks_yield_between_trials_to_a_waiting_window_and_a_child_that_d
     assert not overlaps(quick["window"], slow["check_segments"][0])  # waited for checks that would not yield
 
 
-def test_a_window_ends_when_the_child_says_its_timed_calls_are_over_not_when_it_exits(task, options):
+@pytest.mark.parametrize("answers_the_end", [True, False], ids=["answers", "silent"])
+def test_a_window_ends_with_its_last_half_block_not_when_the_child_exits(task, options, answers_the_end):
+    """The device is given back once the last half-block has ended (the sampled outputs are written after it): a
+    child that goes on writing files and exiting, or never answers the window's end, holds it no longer."""
     reference = ReferenceCache().get(task, options)
-
     following_one = {"checks_s": 1.5, "window_s": 0.3}
-    finishing, following = race(task, options, reference, {"checks_s": 0.1, "window_s": 0.3, "after_window_s": 6.0},
-                                following_one)  # fmt: skip
+    finishing_one = {"checks_s": 0.1, "window_s": 0.3, "after_window_s": 6.0, "says_timed": answers_the_end}
+    finishing, following = race(task, options, reference, finishing_one, following_one)
     assert following["window"][0] < finishing["after_window"][1] - 1.0  # timed while the other was still ending
     assert not overlaps(following["window"], finishing["window"])
-
-    not_saying = {"checks_s": 0.1, "window_s": 0.3, "after_window_s": 2.0, "says_timed": False}
-    finishing, following = race(task, options, reference, not_saying, following_one)
-    assert following["window"][0] > finishing["after_window"][1]  # no word: its window lasted until its exit
 
 
 def test_a_child_writing_its_output_files_holds_no_device(task, options):

@@ -20,6 +20,7 @@ from builder.verify.child import timing
 from builder.verify.child.checks import FunctionalBinding
 from builder.verify.child.window import serve_window
 from builder.verify.judge.referee import HalfBlock, accounting_reason, choose_timed_samples
+from builder.verify.protocol.tensor_files import tensors_of
 from builder.verify.protocol.window import FifoLink, LinkClosed, digest
 from tests.builder.verify.refereed import run_window
 
@@ -123,7 +124,30 @@ def test_accounting_compares_the_candidates_unaccounted_time_with_eagers():
     assert "claimed" in accounting_reason(halves("candidate", 2.0, 10 * 1.2), eager, "cuda")  # more than passed
 
 
-def test_a_revealed_output_must_be_the_one_committed_by_its_digest(module):
+@pytest.mark.parametrize("kept_max_bytes", [config.REVEAL_KEPT_MAX_BYTES, 0], ids=["kept", "large"])
+def test_sampled_outputs_are_revealed_once_the_device_is_given_back_or_at_once_where_large(module, monkeypatch,
+                                                                                          kept_max_bytes):  # fmt: skip
+    monkeypatch.setattr(config, "REVEAL_KEPT_MAX_BYTES", kept_max_bytes)
+    samples = [[0, 0, 99], [5, 1, 98]]
+    seen = []
+
+    def given_back(referee):
+        seen.append((len(referee.report.halves), sorted(referee.report.revealed)))
+
+    prepared = timing.prepare_timing(FunctionalBinding(honest), module, dict(JOB, backend="cpu"), "cpu")
+    result = run_window(prepared, JOB, "cpu", samples=samples, after_window=given_back)
+    report = result["report"]
+    assert report.failure is None and sorted(report.revealed) == [0, 5]
+    assert seen == [(len(report.halves), [] if kept_max_bytes else [0, 5])]  # every half-block had ended
+    assert ("kept" in report.seconds) == bool(kept_max_bytes)
+    for m, _, _ in samples:  # what was revealed is what each call committed to
+        assert digest(tensors_of(report.revealed[m])) == report.digests()[m]
+    assert "timing_mismatch" not in result["verdict"].flags
+
+
+@pytest.mark.parametrize("kept_max_bytes", [config.REVEAL_KEPT_MAX_BYTES, 0], ids=["kept", "large"])
+def test_a_revealed_output_must_be_the_one_committed_by_its_digest(module, monkeypatch, kept_max_bytes):
+    monkeypatch.setattr(config, "REVEAL_KEPT_MAX_BYTES", kept_max_bytes)
     from builder.verify.child import window as timing_window
 
     def reveals_another(link, sets, reveal_dir):
@@ -131,16 +155,17 @@ def test_a_revealed_output_must_be_the_one_committed_by_its_digest(module):
         original_serve = timing_window.serve_window
         import builder.verify.protocol.tensor_files as tensor_files
 
-        write = tensor_files.write
+        write = tensor_files.write_packed
 
-        def swapped_write(path, named):
-            write(path, {name: (value + 1.0 if value is not None else None) for name, value in named.items()})
+        def swapped_write(path, packed):
+            tensors, meta = packed
+            write(path, ({name: value + 1.0 for name, value in tensors.items()}, meta))
 
-        tensor_files.write = swapped_write
+        tensor_files.write_packed = swapped_write
         try:
             original_serve(link, sets, reveal_dir)
         finally:
-            tensor_files.write = write
+            tensor_files.write_packed = write
 
     prepared = timing.prepare_timing(FunctionalBinding(honest), module, dict(JOB, backend="cpu"), "cpu")
     result = run_window(prepared, JOB, "cpu", samples=[[0, 0, 99], [5, 1, 98]], serve=reveals_another)
@@ -153,7 +178,7 @@ def test_the_report_says_where_the_windows_wall_went(module):
     result = run_window(prepared, JOB, "cpu", samples=[[0, 0, 99], [5, 1, 98]])
     wall = time.perf_counter() - began
     seconds = result["report"].seconds
-    assert set(seconds) == {"warmed", "halves", "revealed", "ended"}
+    assert set(seconds) == {"warmed", "halves", "kept", "revealed", "ended"}
     assert all(value > 0 for value in seconds.values())
     assert sum(seconds.values()) <= wall
     halves = sum(half.wall_ms for half in result["report"].halves) / 1e3
