@@ -113,6 +113,8 @@ def compile_many(
     build_shared: BuildFn | None = None,
     build_culprit: BuildFn | None = None,
     first_urgent: bool = False,
+    after: threading.Event | None = None,
+    queued: threading.Event | None = None,
 ) -> list[CompileResult | None]:
     """Compile candidates (source, language) with shared builds where safe; None for python candidates.
 
@@ -132,7 +134,12 @@ def compile_many(
     The candidates at `alone` are built on their own. `build_shared` builds shared sources, `build_culprit` the
     candidates a failed one's log named, `build` the rest (what each tries: `HeaderTries`). With `first_urgent` (a
     stream's first window), the first build queued is called with `urgent=True`: the one the stream waits on
-    (`extension.build_extension`)."""
+    (`extension.build_extension`).
+
+    `after`, when given, is waited for before any build is queued, and `queued` is set once they all are: a stream's
+    later window queues its builds after the earlier one's. A worker takes the first build waiting when it is free,
+    so a later window that planned sooner (fewer candidates) would otherwise fill the idle workers at the start,
+    ahead of the first window's small first builds."""
     queue = queue if queue is not None else BuildQueue(executor)
     recalled = {index: found for index, (source, language) in enumerate(sources)
                 if recall is not None and language in ("cuda", "cpp") and (found := recall(source, language))}  # fmt: skip
@@ -204,8 +211,12 @@ def compile_many(
     # In the candidates' order: a candidate built alone (a lone one, or one that cannot share a build) is taken
     # in its place, not queued behind every shared build; the first build is the first a worker takes.
     builds = [(group[0][0], run_batch, group) for group in batches] + [(index, run_alone, index) for index in alone]
+    if after is not None:
+        after.wait()
     for position, (_, fn, arg) in enumerate(sorted(builds, key=lambda item: item[0])):
         submit(partial(fn, urgent=True) if first_urgent and position == 0 else fn, arg)
+    if queued is not None:
+        queued.set()
     for index, found in recalled.items():  # after the builds are queued: the workers start while these are offered
         finish(index, found)
     with done:  # halves are submitted from pool threads: wait for the count, not for the first futures

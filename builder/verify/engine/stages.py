@@ -124,6 +124,7 @@ class CompileStage(Stage):
             with zygote, ThreadPoolExecutor(self.workers, thread_name_prefix="ka-compile") as pool:
                 builds = BuildQueue(pool)
                 room = threading.Semaphore(config.COMPILE_WINDOWS_IN_FLIGHT)
+                earlier: threading.Event | None = None  # set once the earlier window's builds are all queued
                 for number in itertools.count():
                     while not self.stop.is_set() and not room.acquire(timeout=0.5):
                         continue
@@ -133,9 +134,12 @@ class CompileStage(Stage):
                         room.release()
                         continue
                     milestones.mark("first_window_received")
-                    windows.append(threading.Thread(target=self._build_window, args=(window, number, builds, room),
+                    queued = threading.Event()
+                    windows.append(threading.Thread(target=self._build_window,
+                                                    args=(window, number, builds, room, earlier, queued),
                                                     daemon=True, name=f"ka-window-{number}"))  # fmt: skip
                     windows[-1].start()
+                    earlier = queued
                 for thread in windows:  # every rebuild queued and ended before the pool stops taking them
                     thread.join()
         finally:
@@ -155,9 +159,11 @@ class CompileStage(Stage):
         return build_extension(source, language, o.backend, **build_settings(o), timeout_s=o.compile_timeout_s,
                                isolation=o.isolation, cancel=self.stop, tries=tries, urgent=urgent)  # fmt: skip
 
-    def _build_window(self, window: list, number: int, builds: BuildQueue, room: threading.Semaphore) -> None:
-        """One window's candidates, each sent on as its build ends. A stopped stream kills compiles in flight and
-        skips the rest: the pool's exit, and the interpreter's, would otherwise wait for every nvcc."""
+    def _build_window(self, window: list, number: int, builds: BuildQueue, room: threading.Semaphore,
+                      earlier: threading.Event | None = None, queued: threading.Event | None = None) -> None:  # fmt: skip
+        """One window's candidates, each sent on as its build ends; its builds queued once the `earlier` window's
+        are, and `queued` set once its own are (`batching.compile_many`). A stopped stream kills compiles in flight
+        and skips the rest: the pool's exit, and the interpreter's, would otherwise wait for every nvcc."""
         try:
             for candidate, task in window:
                 if candidate.language == "python":
@@ -174,10 +180,12 @@ class CompileStage(Stage):
                                   remember=partial(remember_members, backend=backend, **keyed), alone=alone,
                                   build_shared=partial(self._build, tries=HeaderTries.LIGHTEST_ONLY),
                                   build_culprit=partial(self._build, tries=HeaderTries.AFTER_LIGHTEST),
-                                  first_urgent=number == 0)  # fmt: skip
+                                  first_urgent=number == 0, after=earlier, queued=queued)  # fmt: skip
         except BaseException as exc:  # noqa: BLE001 - raised by the scheduler in the stream's caller thread
             self.failures.send(exc)
         finally:
+            if queued is not None:  # a window that failed or stopped before queueing holds no later one back
+                queued.set()
             room.release()
 
 

@@ -78,6 +78,42 @@ def test_the_compile_stage_sends_each_pairs_task_as_it_is_read_and_every_build(t
     assert drain(failures) == []
 
 
+def test_a_later_window_that_plans_sooner_queues_its_builds_after_the_earlier_windows(tasks, monkeypatch):
+    """A worker takes the first build waiting when it is free: the second window (fewer candidates, planned sooner)
+    must not fill the idle workers ahead of the first window's builds (its small first builds, at a stream's
+    start)."""
+    from builder.verify.engine import stages
+
+    first, second = tasks
+    # extern "C" keeps each candidate out of shared builds: one build each, in the order the worker takes them
+    pairs = [(Candidate(task_id=task.id, source=f'extern "C" int {name}() {{ return 0; }}\n', language="cpp",
+                        kernel_name=name), task)
+             for name, task in (("w0a", first), ("w0b", second), ("w1a", first))]  # fmt: skip
+    started: list[str] = []
+
+    def slow_in_the_first_window(source, language, **keyed):
+        if "w0" in source:
+            threading.Event().wait(0.3)  # looking for earlier builds of many candidates takes a while
+        return None
+
+    def build(self, source, language, tries=None, urgent=False):
+        started.append(source.split()[3].rstrip("()"))
+        return CompileResult(ok=True)
+
+    monkeypatch.setattr(stages, "recall_build", slow_in_the_first_window)
+    monkeypatch.setattr(CompileStage, "_build", build)
+    stop = threading.Event()
+    built: Channel[Built] = Channel(stop)
+    failures: Channel = Channel(stop)
+    stage = CompileStage(VerifyOptions(backend="cpu", batch_size=2, compile_workers=1), iter(pairs), built,
+                         Channel(stop), failures)  # fmt: skip
+    stage.start().join(timeout=60)
+    assert started == ["w0a", "w0b", "w1a"]
+    assert sorted(item.candidate.kernel_name for item in drain(built)) == ["w0a", "w0b", "w1a"]
+    failures.close()
+    assert drain(failures) == []
+
+
 def test_the_prepare_stage_starts_references_on_cuda_only_and_baselines_always(tasks):
     class Recording:
         first_ended = threading.Event()
