@@ -59,7 +59,7 @@ class WindowReport:
     failure: str | None = None
     failure_kind: str | None = None  # "hand_shake", "lazy_output", "stale_output", "candidate_error"
     stopped_early: bool = False
-    seconds: dict[str, float] = field(default_factory=dict)  # the parent's wall by kind of exchange ("warm", ...)
+    seconds: dict[str, float] = field(default_factory=dict)  # the parent's wall by exchange ("warmed", "halves", ...)
 
     def digests(self) -> dict[int, list[int]]:
         return {m: d for half in self.halves if half.kind == "candidate" for m, _, d in half.calls}
