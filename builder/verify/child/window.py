@@ -44,14 +44,16 @@ def serve_window(link: Any, sets: TimingSets, reveal_dir: str | Path, between: A
                     calls = [timer.time_fresh(int(m), int(seed), spin_ms) for m, seed in message["calls"]]
                     link.send({"done": message["go"], "calls": calls})
                 elif "keep" in message:  # copied to the host while the device is ours, written at "reveal"
-                    for m in (int(m) for m in message["keep"]):
+                    keep = [int(m) for m in message["keep"]]
+                    for m in keep:
                         kept[m] = tensor_files.pack({f"timed{m}": sets.candidate.held.get(m)})
-                    link.send({"kept": [int(m) for m in message["keep"]]})
+                    link.send({"kept": keep})
                 elif "reveal" in message:
-                    for m in (int(m) for m in message["reveal"]):
+                    reveal = [int(m) for m in message["reveal"]]
+                    for m in reveal:
                         packed = kept.pop(m, None) or tensor_files.pack({f"timed{m}": sets.candidate.held.get(m)})
                         tensor_files.write_packed(Path(reveal_dir) / f"timed{m}.safetensors", packed)
-                    link.send({"revealed": [int(m) for m in message["reveal"]]})
+                    link.send({"revealed": reveal})
                 elif "end" in message:
                     link.send({"ended": True})
                     return
