@@ -292,14 +292,17 @@ def main() -> None:
     if not 0 <= args.later_builds_nice <= 19:
         parser.error(f"--later-builds-nice: 0 to 19, not {args.later_builds_nice}")
     config.COMPILE_LATER_BUILDS_NICE = args.later_builds_nice
+    if args.urgent_builds < 0:
+        parser.error(f"--urgent-builds: 0 or more, not {args.urgent_builds}")
+    config.COMPILE_URGENT_BUILDS = args.urgent_builds
     env = environment.environment_fields(backend)
     print(f"machine: {platform.node()} {os.cpu_count()} cores, {env['gpu_name']}, torch {env['torch_version']}, "
           f"cuda {env['cuda_version']}, nvcc {env['nvcc_version']}, isolation {resolve_isolation()}, evaluation "
           f"children {'forked' if forks else 'exec-d'}, clean references "
           f"{'forked' if args.fork_references or config.FORK_REFERENCE_CHILDREN else 'exec-d'}, spare children "
           f"{'after the first reference' if refill_late else 'at once'}, nvcc's front ends "
-          f"{'side by side' if config.NVCC_FRONT_ENDS_SIDE_BY_SIDE else 'in series'} for a stream's first build, its later "
-          f"builds at niceness {config.COMPILE_LATER_BUILDS_NICE}")  # fmt: skip
+          f"{'side by side' if config.NVCC_FRONT_ENDS_SIDE_BY_SIDE else 'in series'} for a stream's first "
+          f"{config.COMPILE_URGENT_BUILDS} builds, its later builds at niceness {config.COMPILE_LATER_BUILDS_NICE}")  # fmt: skip
     print(f"cores: {smt_line()}")
     started = time.perf_counter()
     bytecode = bytecode_cache.for_child(resolve_isolation(), [])  # warmed once per environment, not per run

@@ -112,7 +112,7 @@ def compile_many(
     alone: Collection[int] = (),
     build_shared: BuildFn | None = None,
     build_culprit: BuildFn | None = None,
-    first_urgent: bool = False,
+    urgent_builds: int = 0,
     after: threading.Event | None = None,
     queued: threading.Event | None = None,
 ) -> list[CompileResult | None]:
@@ -132,9 +132,10 @@ def compile_many(
     `recall(source, language)` finds a candidate's earlier build, however it was batched then (those are not
     built again); `remember(shared, [(source, symbol prefix), ...])` notes a good shared build for its members.
     The candidates at `alone` are built on their own. `build_shared` builds shared sources, `build_culprit` the
-    candidates a failed one's log named, `build` the rest (what each tries: `HeaderTries`). With `first_urgent` (a
-    stream's first window), the first build queued is called with `urgent=True`: the one the stream waits on
-    (`extension.build_extension`).
+    candidates a failed one's log named, `build` the rest (what each tries: `HeaderTries`). The first
+    `urgent_builds` builds queued (a stream's first window: its ramp) are called with `urgent=True`: the ones the
+    device waits on (`extension.build_extension`). A failed urgent build's other members stay urgent when built
+    again; the candidates its log named, rebuilt for their own message only, do not.
 
     `after`, when given, is waited for before any build is queued, and `queued` is set once they all are: a stream's
     later window queues its builds after the earlier one's. A worker takes the first build waiting when it is free,
@@ -166,13 +167,15 @@ def compile_many(
             for index, _ in group:
                 finish(index, replace(shared, batch_size=len(group)))
             return
+        again = partial(run_alone, urgent=True) if urgent else run_alone  # the device still waits on the others
+        again_shared = partial(run_batch, urgent=True) if urgent else run_batch
         if not shared.ok and (culprits := blame(shared, source)) & {index for index, _ in group}:
             # the log names who failed: they are built alone (their own message), the rest together again
             rest = [member for member in group if member[0] not in culprits]
             if len(rest) == 1:
-                submit(run_alone, rest[0][0])
+                submit(again, rest[0][0])
             elif rest:
-                submit(run_batch, rest)
+                submit(again_shared, rest)
             for index, _ in group:
                 if index in culprits:
                     submit(partial(run_alone, how=build_culprit or build), index, culprit=True)
@@ -181,9 +184,9 @@ def compile_many(
             middle = len(group) // 2
             for half in (group[:middle], group[middle:]):
                 if len(half) == 1:
-                    submit(run_alone, half[0][0])
+                    submit(again, half[0][0])
                 else:
-                    submit(run_batch, half)
+                    submit(again_shared, half)
             return
         if remember is not None:
             remember(shared, [(sources[index][0], f"{name}.") for (index, _), name in zip(group, names, strict=True)])
@@ -214,7 +217,7 @@ def compile_many(
     if after is not None:
         after.wait()
     for position, (_, fn, arg) in enumerate(sorted(builds, key=lambda item: item[0])):
-        submit(partial(fn, urgent=True) if first_urgent and position == 0 else fn, arg)
+        submit(partial(fn, urgent=True) if position < urgent_builds else fn, arg)
     if queued is not None:
         queued.set()
     for index, found in recalled.items():  # after the builds are queued: the workers start while these are offered

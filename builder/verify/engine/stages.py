@@ -180,7 +180,7 @@ class CompileStage(Stage):
                                   remember=partial(remember_members, backend=backend, **keyed), alone=alone,
                                   build_shared=partial(self._build, tries=HeaderTries.LIGHTEST_ONLY),
                                   build_culprit=partial(self._build, tries=HeaderTries.AFTER_LIGHTEST),
-                                  first_urgent=number == 0, after=earlier, queued=queued)  # fmt: skip
+                                  urgent_builds=config.COMPILE_URGENT_BUILDS if number == 0 else 0, after=earlier, queued=queued)  # fmt: skip
         except BaseException as exc:  # noqa: BLE001 - raised by the scheduler in the stream's caller thread
             self.failures.send(exc)
         finally:

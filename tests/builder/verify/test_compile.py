@@ -357,22 +357,54 @@ def test_builds_start_in_the_candidates_order_the_first_alone_before_any_shared_
 
 
 @pytest.mark.parametrize("first_batch_size", [1, 3])
-def test_a_stream_s_first_window_asks_for_its_first_build_urgent_and_for_no_other(first_batch_size):
-    """The build the stream waits on (its first, alone or shared) is urgent; the others, and a later window's, not."""
+@pytest.mark.parametrize("urgent_builds", [0, 1, 3])
+def test_a_stream_s_first_window_asks_for_its_first_builds_urgent_and_for_no_other(first_batch_size, urgent_builds):
+    """The builds the device waits on (a first window's first `urgent_builds`, alone or shared) are urgent; the
+    others, and a later window's, not."""
     bind = 'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward); }\n'
-    sources = [(f"int forward(int x) {{ return x + {n}; }}\n" + bind, "cpp") for n in range(7)]
-    for first_urgent in (True, False):
-        calls: list[tuple[int, bool]] = []
+    sources = [(f"int forward(int x) {{ return x + {n}; }}\n" + bind, "cpp") for n in range(30)]
+    calls: list[tuple[int, bool]] = []
 
-        def fake_build(source: str, language: str, urgent: bool = False, calls=calls) -> CompileResult:
-            calls.append((source.count(f"{shared_source.SHARED_MODULE_VAR}.def_submodule(") or 1, urgent))
-            return CompileResult(ok=True, cache_key=str(len(calls)))
+    def fake_build(source: str, language: str, urgent: bool = False) -> CompileResult:
+        calls.append((source.count(f"{shared_source.SHARED_MODULE_VAR}.def_submodule(") or 1, urgent))
+        return CompileResult(ok=True, cache_key=str(len(calls)))
 
-        with ThreadPoolExecutor(1) as executor:  # one worker: builds run in the order they were handed over
-            batching.compile_many(sources, fake_build, batch_size=8, executor=executor, workers=2,
-                                  first_batch_size=first_batch_size, first_urgent=first_urgent)  # fmt: skip
-        assert calls[0] == (first_batch_size, first_urgent)
-        assert len(calls) > 1 and not any(urgent for _, urgent in calls[1:])
+    with ThreadPoolExecutor(1) as executor:  # one worker: builds run in the order they were handed over
+        batching.compile_many(sources, fake_build, batch_size=8, executor=executor, workers=2,
+                              first_batch_size=first_batch_size, urgent_builds=urgent_builds)  # fmt: skip
+    assert calls[0][0] == first_batch_size and len(calls) > urgent_builds
+    assert [urgent for _, urgent in calls] == [True] * urgent_builds + [False] * (len(calls) - urgent_builds)
+
+
+def test_a_failed_urgent_build_s_other_members_stay_urgent_and_its_culprit_does_not():
+    """The ramp's second build (two kernels) fails on one member's error: the other is built again at once, still
+    urgent (the device waits on it); the named member is rebuilt for its message only, at the lower priority. A
+    failed build that was not urgent makes no urgent rebuild."""
+    good = "#include <torch/extension.h>\ntorch::Tensor forward(torch::Tensor x) {{ return x + {n}; }}\n"
+    bind = 'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &forward); }\n'
+    sources = [(good.format(n=n) + ("// BAD\n" if n in (2, 5) else "") + bind, "cuda") for n in range(7)]
+    builds: list[tuple[tuple[int, ...], bool, str]] = []
+
+    def fake_build(source: str, language: str, urgent: bool = False, how: str = "alone") -> CompileResult:
+        members = tuple(n for n in range(7) if f"x + {n};" in source)
+        builds.append((members, urgent, how))
+        lines = [n for n, line in enumerate(source.split("\n"), start=1) if line == "// BAD"]
+        if not lines:
+            return CompileResult(ok=True, cache_key=str(len(builds)))
+        where = {"error_at": {"lines": lines, "namespaces": []}} if len(members) > 1 else {}
+        return CompileResult(ok=False, error=f'/b/ka_x.cu({lines[0]}): error: "BAD"', cache_key="x", extra=where)
+
+    with ThreadPoolExecutor(1) as executor:  # builds of 1, 2 (urgent), then 4 (not), in that order
+        results = batching.compile_many(sources, fake_build, batch_size=4, executor=executor, workers=2,
+                                        first_batch_size=1, urgent_builds=2,
+                                        build_shared=partial(fake_build, how="shared"),
+                                        build_culprit=partial(fake_build, how="culprit"))  # fmt: skip
+    assert [r.ok for r in results] == [True, True, False, True, True, False, True]
+    # the failed urgent build's other member next, still urgent; then the later build, not
+    assert builds[:4] == [((0,), True, "alone"), ((1, 2), True, "shared"), ((1,), True, "alone"),
+                          ((3, 4, 5, 6), False, "shared")]  # fmt: skip
+    assert ((2,), False, "culprit") in builds and ((5,), False, "culprit") in builds
+    assert ((3, 4, 6), False, "shared") in builds  # the failed later build's others: not urgent
 
 
 def test_a_candidate_asked_to_be_built_alone_is_built_from_its_own_source_first_and_the_rest_shared():
