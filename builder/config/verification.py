@@ -152,9 +152,10 @@ CUDA_FAST_MATH_FLAG = "--use_fast_math"
 NVCC_FRONT_ENDS_SIDE_BY_SIDE = True
 # A stream's later builds run at this niceness: the first build and the evaluations get the cores first.
 COMPILE_LATER_BUILDS_NICE = 10
-# The builds of a stream's first window that are urgent (front ends side by side, the usual priority): its ramp's
-# first builds (1, 2, 4 kernels), which the device waits on after the first evaluated record; the rest in series.
-COMPILE_URGENT_BUILDS = 3
+# The builds of a stream's first window that are urgent (front ends side by side, the usual priority): its first
+# only. Its ramp's first three (1, 2, 4 kernels) urgent brought the next records sooner but not the run's end, and
+# once slowed the first build (docs/benchmarks.md, "The ramp's first builds urgent").
+COMPILE_URGENT_BUILDS = 1
 # torch's nvcc dependency file (`--generate-dependencies-with-compile`) for builds in series: ninja reads it to rebuild
 # after a header changes, and a build directory, keyed by everything a build reads, is built once; but skipping it
 # saved nothing measurable (docs/benchmarks.md, "torch's nvcc dependency file"). A side-by-side build never writes it.
