@@ -1,8 +1,8 @@
 """The parent's judging of one kernel's outputs, on the CPU: what each evaluation child waits for before its
 timing window (`find_checks`: five trials, two perturbed inputs, the bit-exact probe) and what the parent does
 with a window's revealed outputs afterwards (seven digests and comparisons), on synthetic float32 outputs of a
-given size (16 M values: a 4096 x 4096 matmul's). Beside them, the two passes the judge no longer takes: torch's
-whole-tensor `same_bits` and torch's int64 sum of the words for a digest.
+given size (16 M values: a 4096 x 4096 matmul's). Beside them, torch's whole-tensor `same_bits`, a pass the judge
+no longer takes, and torch's int64 sum of the words, the digest that SHA-256 over chunks replaced.
 
     python benchmarks/bench_judge.py [--values N] [--repeat N] [--threads N]
 
@@ -95,14 +95,14 @@ def main() -> int:
         def torch_same_bits() -> None:
             assert bool(((probe == same) | (probe.isnan() & same.isnan())).all())
 
-        def torch_digest() -> None:
+        def words_sum() -> None:
             probe.view(torch.int32).sum(dtype=torch.int64)
 
         parts = {"find_checks (what the child waits for)": judge_checks,
                  "7 reveals: digests, comparisons (judge_window)": judge_reveals,
                  "same_bits, numpy chunks": lambda: compare.same_bits(probe, same),
                  "same_bits, torch whole-tensor": torch_same_bits,
-                 "digest, numpy": lambda: digest([probe]), "digest, torch int64 sum": torch_digest}  # fmt: skip
+                 "digest, SHA-256 over chunks": lambda: digest([probe]), "the former digest, torch int64 sum": words_sum}  # fmt: skip
         for _ in range(args.repeat):
             for name, work in parts.items():
                 figures.setdefault(name, []).append(timed(work))

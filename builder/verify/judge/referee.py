@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from builder import config
+from builder.verify.protocol.output_digest import is_digest
 from builder.verify.protocol.plan import calls_per_block, job_counts, relative_spread, spin_ms_for
 from builder.verify.protocol.window import LinkClosed
 
@@ -37,7 +38,7 @@ class BrokenWindow(Exception):
 class HalfBlock:
     kind: str  # "candidate" or "eager"
     wall_ms: float  # the parent's clock, from its "go" to the child's "done"
-    calls: list[tuple[int, float, list[int]]]  # (call index, claimed ms, output digest)
+    calls: list[tuple[int, float, list[str]]]  # (call index, claimed ms, output digests)
 
     def claimed_ms(self) -> list[float]:
         return [ms for _, ms, _ in self.calls]
@@ -61,7 +62,7 @@ class WindowReport:
     stopped_early: bool = False
     seconds: dict[str, float] = field(default_factory=dict)  # the parent's wall by exchange ("warmed", "halves", ...)
 
-    def digests(self) -> dict[int, list[int]]:
+    def digests(self) -> dict[int, list[str]]:
         return {m: d for half in self.halves if half.kind == "candidate" for m, _, d in half.calls}
 
 
@@ -202,9 +203,9 @@ class Referee:
         parsed = []
         for (m, _), entry in zip(plan, got, strict=True):
             if not (isinstance(entry, list) and len(entry) == 3 and entry[0] == m and _finite(entry[1])
-                    and entry[1] >= 0 and isinstance(entry[2], list) and all(_integer(d) for d in entry[2])):  # fmt: skip
+                    and entry[1] >= 0 and isinstance(entry[2], list) and all(is_digest(d) for d in entry[2])):  # fmt: skip
                 raise BrokenWindow(f"the child's answer for call {m} ({kind}) is malformed")
-            parsed.append((m, float(entry[1]), [int(d) for d in entry[2]]))
+            parsed.append((m, float(entry[1]), list(entry[2])))
         half = HalfBlock(kind, wall_ms, parsed)
         self.report.halves.append(half)
         return half
@@ -243,10 +244,6 @@ class Referee:
 
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _integer(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def accounting_reason(candidate: list[HalfBlock], eager: list[HalfBlock], device: str) -> str | None:

@@ -16,8 +16,9 @@ After a candidate half-block, its sampled calls are kept (or revealed at once, w
 the kept ones are revealed after the last half-block, once the parent has given the device back.
 
 The parent's clock runs from its "go" to the child's "done": the child cannot start a half-block before it hears
-the seeds of its calls, and cannot end it before it commits to every output by its digest. `digest` is exact
-integer arithmetic over an output's bytes, so the parent recomputes it from a revealed file bit for bit.
+the seeds of its calls, and cannot end it before it commits to every output by its digest. `digest` is SHA-256 over
+an output's bytes (`output_digest.py`): the parent recomputes it from a revealed file bit for bit, and no other
+output has it.
 """
 
 from __future__ import annotations
@@ -37,35 +38,12 @@ class LinkClosed(Exception):
     """The other side went away, sent something unreadable, or said nothing within the time allowed."""
 
 
-def digest(value: Any) -> list[int]:
-    """One exact integer per output tensor: the sum of its bytes read as int32 words (int8 where the size is not a
-    multiple of 4), in int64. Order-free and exact, so a device sum and a host sum agree bit for bit."""
-    import torch
-
+def digest(value: Any) -> list[str]:
+    """One digest per output tensor (`output_digest.digest_tensor`): on the child's device, or the parent's host."""
     from builder.verify.protocol.compare import flatten_outputs
+    from builder.verify.protocol.output_digest import digest_tensor
 
-    sums = []
-    for tensor in flatten_outputs(value) or []:
-        flat = tensor.detach().contiguous().reshape(-1)
-        if flat.numel() == 0:
-            sums.append(0)
-            continue
-        raw = flat.view(torch.uint8)
-        if raw.device.type == "cpu":  # the parent's side: numpy's int64 sum of int32 words is ~8x torch's on the CPU
-            host = raw.numpy()
-            sums.append(int(host.view("int32" if host.size % 4 == 0 else "int8").sum(dtype="int64")))
-            continue
-        words = raw.view(torch.int32) if raw.numel() % 4 == 0 else raw.view(torch.int8)
-        sums.append(words.sum(dtype=torch.int64))
-    if sums and any(isinstance(s, torch.Tensor) for s in sums):
-        return [int(v) for v in torch.stack([torch.as_tensor(s, device=_device_of(sums)) for s in sums]).tolist()]
-    return [int(s) for s in sums]
-
-
-def _device_of(values: list[Any]) -> Any:
-    import torch
-
-    return next(v.device for v in values if isinstance(v, torch.Tensor))
+    return [digest_tensor(tensor) for tensor in flatten_outputs(value) or []]
 
 
 def encode(message: dict[str, Any]) -> bytes:

@@ -172,6 +172,43 @@ def test_a_revealed_output_must_be_the_one_committed_by_its_digest(module, monke
     assert "not the one committed" in result["verdict"].flags["timing_mismatch"]
 
 
+@pytest.mark.parametrize("kept_max_bytes", [config.REVEAL_KEPT_MAX_BYTES, 0], ids=["kept", "large"])
+def test_a_revealed_output_nudged_to_keep_its_words_sum_is_not_the_one_committed(module, monkeypatch, kept_max_bytes):
+    """The forgery a sum of words let through: one value a ulp up, another a ulp down, so the int32 words sum as
+    before and every value is within the tolerance. Only a digest that binds the output tells them apart."""
+    monkeypatch.setattr(config, "REVEAL_KEPT_MAX_BYTES", kept_max_bytes)
+    from builder.verify.child import window as timing_window
+
+    def reveals_a_forgery(link, sets, reveal_dir):
+        import builder.verify.protocol.tensor_files as tensor_files
+
+        write = tensor_files.write_packed
+
+        def nudged(value):
+            words = value.clone().contiguous().view(torch.int32).reshape(-1)
+            words[0] += 1
+            words[1] -= 1
+            return words.view(value.dtype).reshape(value.shape)
+
+        def forged_write(path, packed):
+            tensors, meta = packed
+            forged = {name: nudged(value) for name, value in tensors.items()}
+            assert all(int(forged[n].view(torch.int32).sum(dtype=torch.int64)) ==
+                       int(v.contiguous().view(torch.int32).sum(dtype=torch.int64)) for n, v in tensors.items())  # fmt: skip
+            write(path, (forged, meta))
+
+        tensor_files.write_packed = forged_write
+        try:
+            timing_window.serve_window(link, sets, reveal_dir)
+        finally:
+            tensor_files.write_packed = write
+
+    prepared = timing.prepare_timing(FunctionalBinding(honest), module, dict(JOB, backend="cpu"), "cpu")
+    result = run_window(prepared, JOB, "cpu", samples=[[0, 0, 99], [5, 1, 98]], serve=reveals_a_forgery)
+    assert "not the one committed" in result["verdict"].flags["timing_mismatch"]
+    assert result["verdict"].error is None  # the nudged values are within the tolerance: the digest caught it
+
+
 def test_the_report_says_where_the_windows_wall_went(module):
     prepared = timing.prepare_timing(FunctionalBinding(honest), module, dict(JOB, backend="cpu"), "cpu")
     began = time.perf_counter()
@@ -250,19 +287,6 @@ def test_digest_is_exact_and_the_same_for_a_copy():
     changed = value[0].clone()
     changed[500] += 1e-3
     assert digest((changed, value[1])) != digest(value)
-
-
-def test_the_hosts_digest_is_torchs_sum_of_the_same_words():
-    """The parent sums a revealed file's words in numpy, the child on its device in torch: the same integers, for
-    every width, and for sizes that are not whole int32 words (int8)."""
-    generator = torch.Generator().manual_seed(5)
-    values = [torch.randn(4097, generator=generator), torch.randn(33, generator=generator).half(),
-              torch.randn(9, generator=generator).to(torch.bfloat16), torch.randint(-99, 99, (7,), dtype=torch.int8),
-              torch.tensor([2**62, 2**62, 2**62], dtype=torch.int64), torch.randn(6, 5, generator=generator).t()]  # fmt: skip
-    for tensor in values:
-        raw = tensor.contiguous().reshape(-1).view(torch.uint8)
-        words = raw.view(torch.int32) if raw.numel() % 4 == 0 else raw.view(torch.int8)
-        assert digest(tensor) == [int(words.sum(dtype=torch.int64))], tensor.dtype
 
 
 def test_fifo_link_carries_messages_both_ways_and_a_silent_peer_times_out():

@@ -1,0 +1,98 @@
+"""The output digest (`protocol/output_digest.py`): its definition, the host's hash, and the device's kernel on a
+GPU box giving the host's digest bit for bit."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+import pytest
+import torch
+
+from builder.verify.protocol import output_digest
+from builder.verify.protocol.output_digest import CHUNK, TAG, digest_bytes, digest_tensor, is_digest
+
+
+def spelled_out(data: bytes) -> str:
+    """The definition, written out level by level."""
+    level = data
+    while len(level) > CHUNK:
+        padded = level + bytes(-len(level) % CHUNK)
+        level = b"".join(hashlib.sha256(padded[i : i + CHUNK]).digest() for i in range(0, len(padded), CHUNK))
+    return hashlib.sha256(TAG + len(data).to_bytes(8, "little") + level).hexdigest()
+
+
+@pytest.mark.parametrize("size", [0, 1, 4095, 4096, 4097, 3 * 4096 + 5, 128 * 4096, 128 * 4096 + 1, 2_000_003])
+def test_the_digest_is_its_definition_at_every_level(size):
+    data = bytes((i * 2654435761 >> 7) & 0xFF for i in range(size))
+    assert digest_bytes(data) == spelled_out(data)
+    assert is_digest(digest_bytes(data))
+
+
+def test_the_length_is_part_of_the_digest():
+    """Zero-filling the last chunk makes `x` and `x` + zeros hash alike chunk by chunk; the length tells them apart."""
+    data = bytes(range(256)) * 20
+    assert digest_bytes(data) != digest_bytes(data + bytes(10))
+    assert digest_bytes(b"") != digest_bytes(bytes(1))
+
+
+def test_a_tensors_digest_is_that_of_its_bytes_in_memory_order_whatever_its_layout():
+    generator = torch.Generator().manual_seed(3)
+    values = [torch.randn(4097, generator=generator), torch.randn(33, generator=generator).half(),
+              torch.randn(9, generator=generator).to(torch.bfloat16), torch.randint(-99, 99, (7,), dtype=torch.int8),
+              torch.tensor([True, False, True]), torch.tensor(2.5), torch.randn(6, 5, generator=generator).t(),
+              torch.empty(0, 3)]  # fmt: skip
+    for tensor in values:
+        raw = tensor.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+        assert digest_tensor(tensor) == digest_bytes(raw), tensor.dtype
+    assert digest_tensor(values[6]) == digest_tensor(values[6].contiguous())
+
+
+def test_values_a_ulp_apart_whose_words_sum_alike_have_other_digests():
+    value = torch.randn(10_000, generator=torch.Generator().manual_seed(9))
+    words = value.clone().view(torch.int32)
+    words[17] += 1
+    words[9_000] -= 1
+    nudged = words.view(torch.float32)
+    assert int(nudged.view(torch.int32).sum(dtype=torch.int64)) == int(value.view(torch.int32).sum(dtype=torch.int64))
+    assert torch.allclose(nudged, value, atol=1e-6, rtol=1e-6)
+    assert digest_tensor(nudged) != digest_tensor(value)
+
+
+def test_without_a_gpu_the_kernel_is_not_had_and_the_host_hashes():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible: the device's test covers it")
+    assert output_digest.device_kernel() is None
+    assert digest_tensor(torch.arange(10_000)) == digest_bytes(torch.arange(10_000).numpy().tobytes())
+
+
+@pytest.mark.gpu
+def test_on_cuda_the_devices_digest_is_the_hosts_bit_for_bit():
+    """Sizes below, at and across a chunk and a level, odd byte counts, views at odd offsets; then what a digest
+    costs on the device against the sum of words it replaced (printed, not asserted)."""
+    began = time.perf_counter()
+    assert output_digest.device_kernel() is not None, "NVRTC or the kernel's check failed: digests on the host"
+    print(f"the kernel compiled, loaded and checked in {time.perf_counter() - began:.3f} s")
+    generator = torch.Generator(device="cuda").manual_seed(11)
+    base = torch.randint(0, 256, (40 * 1024 * 1024 + 77,), dtype=torch.uint8, device="cuda", generator=generator)
+    sizes = [1, 3, 4095, 4096, 4097, 4099, 65_537, 128 * 4096, 128 * 4096 + 1, 128 * 128 * 4096 + 5, base.numel()]
+    for size in sizes:
+        for offset in (0, 1, 3):
+            if offset + size > base.numel():
+                continue
+            view = base[offset : offset + size]
+            assert digest_tensor(view) == digest_bytes(view.cpu().numpy().tobytes()), (size, offset)
+    for tensor in (torch.randn(4097, device="cuda").half(), torch.randn(300, 301, device="cuda").t(),
+                   torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16)):  # fmt: skip
+        assert digest_tensor(tensor) == digest_bytes(tensor.contiguous().cpu().view(torch.uint8).numpy().tobytes())
+
+    for mib in (0.004, 1, 16, 64):
+        value = torch.randn(int(mib * 2**18), device="cuda")
+        for name, fn in (("sha256 tree", lambda v=value: digest_tensor(v)),
+                         ("int32 sum", lambda v=value: int(v.view(torch.int32).sum(dtype=torch.int64)))):  # fmt: skip
+            fn()
+            torch.cuda.synchronize()
+            began = time.perf_counter()
+            for _ in range(20):
+                fn()
+            print(f"digest of {mib:g} MiB, {name}: {(time.perf_counter() - began) / 20 * 1e3:.3f} ms a call")
