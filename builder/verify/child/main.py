@@ -162,6 +162,10 @@ def _evaluate(job: dict[str, Any], phases: EvaluationPhases) -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 - candidate code runs in bind and warm-up; reported if it is timed
             prepare_error = exception_text(exc)
         phases.done("prepare_timing")
+        if device == "cuda":  # 1 where the outputs' digests are hashed on the device, 0 on the host (the same digest)
+            from builder.verify.protocol.output_digest import device_kernel
+
+            phases.seconds["digest_on_device"] = float(device_kernel() is not None)
     # The checks' own findings travel with their outputs too, written by another writer than the result's: the
     # parent keeps every flag either names.
     claims = json.dumps({"flags": sorted(run.flags), "notes": run.notes,
