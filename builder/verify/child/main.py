@@ -286,10 +286,6 @@ def _prepare_process(init_cuda: bool, prime: bool) -> None:
     configure_cpu_allocator()
     if prime:  # the evaluation's fingerprints import torch._dynamo: seconds a pre-started child pays early
         tamper.prime()
-        if torch.version.cuda:  # the output digest's kernel, to PTX: no device needed, so once in a zygote
-            from builder.verify.protocol.output_digest import kernel_ptx
-
-            kernel_ptx()
     if init_cuda and torch.cuda.is_available():
         torch.cuda.init()
         torch.empty(1, device="cuda")  # create the context now, not inside the first measured call

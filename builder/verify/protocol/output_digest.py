@@ -10,8 +10,8 @@ over a tree that a GPU hashes a chunk a thread:
   digests, in order, are the next level's bytes, cut and hashed again, until a level is at most `CHUNK` bytes;
 - the digest is SHA-256 of `TAG`, the output's length (8 bytes, little-endian) and that last level.
 
-The child hashes on its device (`DIGEST_KERNEL`, compiled to PTX by NVRTC through torch) and finishes on its host;
-the parent hashes a revealed file with `hashlib`, bit for bit the same. Where the kernel cannot be had, the child
+The child hashes on its device (`DIGEST_KERNEL`, compiled by NVRTC through torch) and finishes on its host; the
+parent hashes a revealed file with `hashlib`, bit for bit the same. Where the kernel cannot be had, the child
 hashes on its host: slower, the same digest.
 """
 
@@ -26,8 +26,6 @@ DIGEST_BYTES = 32
 TAG = b"kernel-archive output digest 1\n"
 THREADS_PER_BLOCK = 128
 KERNEL_NAME = "ka_sha256_chunks"
-# The PTX's target, the oldest that CUDA 13's NVRTC compiles for: the driver compiles it on for any later device.
-KERNEL_PTX_ARCH = "75"
 
 DIGEST_KERNEL = r"""
 __constant__ unsigned int ka_k[64] = {
@@ -139,29 +137,14 @@ def _finish(length: int, level: memoryview | bytes) -> str:
 
 
 @functools.cache
-def kernel_ptx() -> tuple[bytes, str] | None:
-    """NVRTC's PTX of the chunk kernel and its name, or None (no NVRTC, a CPU-only torch). It needs no device: a
-    zygote compiles it once for every child it forks (`child/main.py`)."""
-    try:
-        from torch.cuda._utils import _nvrtc_compile
-
-        return _nvrtc_compile(DIGEST_KERNEL, KERNEL_NAME, KERNEL_PTX_ARCH)
-    except Exception:  # noqa: BLE001 - any failure leaves the host's hash, which gives the same digest
-        return None
-
-
-@functools.cache
 def device_kernel() -> Any:
-    """The chunk kernel loaded on this process's device (once) and checked, or None where that cannot be done: the
-    digest is then hashed on the host."""
-    compiled = kernel_ptx()
-    if compiled is None:
-        return None
+    """The chunk kernel, compiled by NVRTC and loaded on this process's device (once), or None where that cannot
+    be done (no NVRTC, an older torch): the digest is then hashed on the host."""
     try:
-        from torch.cuda._utils import _cuda_load_module
+        from torch.cuda._utils import _cuda_load_module, _nvrtc_compile
 
-        ptx, name = compiled
-        kernel = _cuda_load_module(ptx, [name])[name]  # the driver compiles the PTX for the device at hand
+        ptx, name = _nvrtc_compile(DIGEST_KERNEL, KERNEL_NAME)  # for this process's device
+        kernel = _cuda_load_module(ptx, [name])[name]
         import torch
 
         # Its answer on a known buffer first: a kernel that hashed wrong would fail every honest kernel's reveal.

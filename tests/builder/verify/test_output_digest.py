@@ -70,13 +70,9 @@ def test_without_a_gpu_the_kernel_is_not_had_and_the_host_hashes():
 def test_on_cuda_the_devices_digest_is_the_hosts_bit_for_bit():
     """Sizes below, at and across a chunk and a level, odd byte counts, views at odd offsets; then what a digest
     costs on the device against the sum of words it replaced (printed, not asserted)."""
-    torch.empty(1, device="cuda")  # the context first, as in a child
     began = time.perf_counter()
-    assert output_digest.kernel_ptx() is not None, "NVRTC failed: digests on the host"
-    compiled = time.perf_counter()
-    assert output_digest.device_kernel() is not None, "the kernel's load or check failed: digests on the host"
-    print(f"the kernel compiled to PTX in {compiled - began:.3f} s, loaded and checked in "
-          f"{time.perf_counter() - compiled:.3f} s")  # fmt: skip
+    assert output_digest.device_kernel() is not None, "NVRTC or the kernel's check failed: digests on the host"
+    print(f"the kernel compiled, loaded and checked in {time.perf_counter() - began:.3f} s")
     generator = torch.Generator(device="cuda").manual_seed(11)
     base = torch.randint(0, 256, (40 * 1024 * 1024 + 77,), dtype=torch.uint8, device="cuda", generator=generator)
     sizes = [1, 3, 4095, 4096, 4097, 4099, 65_537, 128 * 4096, 128 * 4096 + 1, 128 * 128 * 4096 + 5, base.numel()]
