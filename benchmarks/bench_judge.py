@@ -102,7 +102,8 @@ def main() -> int:
                  "7 reveals: digests, comparisons (judge_window)": judge_reveals,
                  "same_bits, numpy chunks": lambda: compare.same_bits(probe, same),
                  "same_bits, torch whole-tensor": torch_same_bits,
-                 "digest, SHA-256 over chunks": lambda: digest([probe]), "the former digest, torch int64 sum": words_sum}  # fmt: skip
+                 "digest, SHA-256 over chunks": lambda: digest([probe]),
+                 "the former digest, torch int64 sum": words_sum}  # fmt: skip
         for _ in range(args.repeat):
             for name, work in parts.items():
                 figures.setdefault(name, []).append(timed(work))

@@ -302,7 +302,8 @@ def main() -> None:
           f"{'forked' if args.fork_references or config.FORK_REFERENCE_CHILDREN else 'exec-d'}, spare children "
           f"{'after the first reference' if refill_late else 'at once'}, nvcc's front ends "
           f"{'side by side' if config.NVCC_FRONT_ENDS_SIDE_BY_SIDE else 'in series'} for a stream's first "
-          f"{config.COMPILE_URGENT_BUILDS} builds, its later builds at niceness {config.COMPILE_LATER_BUILDS_NICE}")  # fmt: skip
+          f"{config.COMPILE_URGENT_BUILDS} builds, its later builds at niceness "
+          f"{config.COMPILE_LATER_BUILDS_NICE}")  # fmt: skip
     print(f"cores: {smt_line()}")
     started = time.perf_counter()
     bytecode = bytecode_cache.for_child(resolve_isolation(), [])  # warmed once per environment, not per run

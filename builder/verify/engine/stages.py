@@ -170,6 +170,7 @@ class CompileStage(Stage):
                     self.built.send(Built(candidate, task, CompileResult(ok=True)))
             backend, keyed = self.options.backend, build_settings(self.options)
             first_batch_size = self.options.first_batch_size if number == 0 else None  # the start's ramp
+            urgent_builds = config.COMPILE_URGENT_BUILDS if number == 0 else 0  # the builds the device waits on
             # The control kernel is built on its own: a build keeps no record until the control's has come
             # (pipeline/control_gate.py), and another member's compile error would build it a second time.
             alone = [index for index, (candidate, _) in enumerate(window) if _is_control(candidate, backend)]
@@ -180,7 +181,7 @@ class CompileStage(Stage):
                                   remember=partial(remember_members, backend=backend, **keyed), alone=alone,
                                   build_shared=partial(self._build, tries=HeaderTries.LIGHTEST_ONLY),
                                   build_culprit=partial(self._build, tries=HeaderTries.AFTER_LIGHTEST),
-                                  urgent_builds=config.COMPILE_URGENT_BUILDS if number == 0 else 0, after=earlier, queued=queued)  # fmt: skip
+                                  urgent_builds=urgent_builds, after=earlier, queued=queued)  # fmt: skip
         except BaseException as exc:  # noqa: BLE001 - raised by the scheduler in the stream's caller thread
             self.failures.send(exc)
         finally:

@@ -193,8 +193,11 @@ def test_a_revealed_output_nudged_to_keep_its_words_sum_is_not_the_one_committed
         def forged_write(path, packed):
             tensors, meta = packed
             forged = {name: nudged(value) for name, value in tensors.items()}
-            assert all(int(forged[n].view(torch.int32).sum(dtype=torch.int64)) ==
-                       int(v.contiguous().view(torch.int32).sum(dtype=torch.int64)) for n, v in tensors.items())  # fmt: skip
+
+            def words_sum(value):
+                return int(value.contiguous().view(torch.int32).sum(dtype=torch.int64))
+
+            assert all(words_sum(forged[name]) == words_sum(value) for name, value in tensors.items())
             write(path, (forged, meta))
 
         tensor_files.write_packed = forged_write
