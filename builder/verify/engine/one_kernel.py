@@ -7,6 +7,7 @@ the task's baseline is in (`finish_record`). Candidate code never runs in this p
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import shutil
@@ -195,7 +196,17 @@ def finish_record(evaluated: Evaluated, baselines: BaselineCache | None = None,
     if result is not None and isinstance(result.get("phase_s"), dict):
         phases = {**result["phase_s"], "parent_wait_for_baseline": round(time.monotonic() - waited, 4)}
         log.debug("evaluation phases of %s: %s", evaluated.candidate.kernel_name, json.dumps(phases))
+        if phases.get("digest_on_device") == 0.0:
+            _say_digests_on_the_host()
     record = verdict.assemble_record(evaluated.base, status=evaluated.status, error=evaluated.error, result=result,
                                      static_notes=evaluated.static_notes, baseline=baseline, extra=evaluated.extra)  # fmt: skip
     assert evaluated.compiled is not None
     return record if verdict_only else attach_profiles(record, evaluated.candidate, task, options, evaluated.compiled)
+
+
+@functools.cache
+def _say_digests_on_the_host() -> None:
+    """Once a process: a child that could not hash its outputs on the device hashed them on its host (the same
+    digests and verdicts, each timed output copied over: windows several times as long; docs/architecture.md)."""
+    log.warning("a timing child hashed its outputs on the host, not the device (NVRTC or the digest kernel's check "
+                "failed there): the same verdicts, but its timing windows run several times as long")  # fmt: skip

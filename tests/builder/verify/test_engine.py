@@ -7,6 +7,7 @@ The fake keeps to the job/result contract of docs/architecture.md; its behaviour
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 import time
@@ -73,6 +74,22 @@ def test_correct_candidate_gets_a_full_valid_record(task, options):
     assert len(record.seeds) == 5 and len(set(record.seeds)) == 5
     assert record.isolation in ("bwrap", "process") and record.eval_s > 0
     assert record.torch_version and record.gpu_name and record.created_at
+
+
+def test_a_child_that_hashed_its_outputs_on_the_host_is_said_once_and_changes_no_verdict(task, options, caplog):
+    """The digest's host fallback gives the same digests, so the same record; only the log says it (once a
+    process): its windows run several times as long."""
+    from builder.verify.engine import one_kernel
+
+    one_kernel._say_digests_on_the_host.cache_clear()
+    on_host = {"status": "correct", "median_ms": 2.0, "phase_s": {"digest_on_device": 0.0}}
+    with caplog.at_level(logging.WARNING, logger="builder.verify.engine.verifier"):
+        records = [verify(candidate(task, on_host, name=f"on_host{n}"), task, options) for n in range(2)]
+        on_device = verify(candidate(task, dict(on_host, phase_s={"digest_on_device": 1.0}), name="dev"), task, options)
+    assert [r.status for r in records + [on_device]] == ["correct"] * 3 and not records[0].flags
+    said = [r for r in caplog.records if "hashed its outputs on the host" in r.getMessage()]
+    assert len(said) == 1
+    one_kernel._say_digests_on_the_host.cache_clear()
 
 
 def test_seeds_are_secret_per_build_unless_given(task, options):
