@@ -21,7 +21,9 @@ import functools
 import hashlib
 from typing import Any
 
-CHUNK = 4096  # bytes a thread hashes (SHA-256 of exactly CHUNK bytes: 64 blocks and one fixed padding block)
+# Bytes a thread hashes (SHA-256 of exactly CHUNK bytes: 64 blocks and one fixed padding block). DIGEST_KERNEL
+# spells it, and its length in bits, as literals (a test ties them).
+CHUNK = 4096
 DIGEST_BYTES = 32
 TAG = b"kernel-archive output digest 1\n"
 THREADS_PER_BLOCK = 128

@@ -29,6 +29,13 @@ def test_the_digest_is_its_definition_at_every_level(size):
     assert is_digest(digest_bytes(data))
 
 
+def test_the_kernel_spells_the_hosts_chunk():
+    """The device's kernel writes the chunk's size and its length in bits as literals: they are the host's CHUNK."""
+    kernel = output_digest.DIGEST_KERNEL
+    assert f"(size_t)chunk * {CHUNK}" in kernel and f": {CHUNK};" in kernel and f"{CHUNK * 8}u" in kernel
+    assert f"{output_digest.DIGEST_BYTES} + i * 4" in kernel and output_digest.KERNEL_NAME in kernel
+
+
 def test_the_length_is_part_of_the_digest():
     """Zero-filling the last chunk makes `x` and `x` + zeros hash alike chunk by chunk; the length tells them apart."""
     data = bytes(range(256)) * 20
