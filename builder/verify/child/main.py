@@ -163,9 +163,10 @@ def _evaluate(job: dict[str, Any], phases: EvaluationPhases) -> dict[str, Any]:
             prepare_error = exception_text(exc)
         phases.done("prepare_timing")
         if device == "cuda":  # 1 where the outputs' digests are hashed on the device, 0 on the host (the same digest)
-            from builder.verify.protocol.output_digest import device_kernel
+            from builder.verify.protocol.output_digest import COMPILED_BEFORE_USE, device_kernel
 
             phases.seconds["digest_on_device"] = float(device_kernel() is not None)
+            phases.seconds["digest_kernel_compiled_before_job"] = float(any(COMPILED_BEFORE_USE))
     # The checks' own findings travel with their outputs too, written by another writer than the result's: the
     # parent keeps every flag either names.
     claims = json.dumps({"flags": sorted(run.flags), "notes": run.notes,
@@ -307,8 +308,15 @@ def device_reserve_bytes() -> int:
 
 
 def before_fork() -> None:
-    """A zygote's imports, done once for every child it forks (zygote.py): a pre-start's, less the CUDA context."""
+    """A zygote's imports, done once for every child it forks (zygote.py): a pre-start's, less the CUDA context;
+    and the output digest's kernel for the device the parent named (NVRTC needs no device), which a child without
+    a zygote compiles only when it is timed (output_digest.compile_kernel)."""
+    from builder import config
+    from builder.verify.protocol.output_digest import compile_kernel
+
     _prepare_process(init_cuda=False, prime=True)
+    if arch := os.environ.get(config.DIGEST_KERNEL_ARCH_ENV, ""):
+        compile_kernel(arch)
 
 
 def main(argv: list[str] | None = None) -> int:

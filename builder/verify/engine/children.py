@@ -15,6 +15,7 @@ from builder import config
 from builder.verify import environment
 from builder.verify.engine import work_queues
 from builder.verify.engine.device_gate import DeviceTurn, device_gate
+from builder.verify.protocol.output_digest import arch_digits
 from builder.verify.protocol.words import read_result
 from builder.verify.sandbox.forked import ForkedProcess, ForkFailed, give_up, release_zygote, running_zygote
 from builder.verify.sandbox.pool import PooledChild, child_argv
@@ -33,6 +34,8 @@ def child_env(options: VerifyOptions) -> dict[str, str]:
     visible = environment.visible_gpu_ids()
     device = visible[options.device_index] if options.device_index < len(visible) else str(options.device_index)
     env = {"CUDA_VISIBLE_DEVICES": device}  # the child sees its GPU as cuda:0
+    if arch := arch_digits(environment.gpu_arch(options.device_index)):  # output_digest.compile_kernel's target
+        env[config.DIGEST_KERNEL_ARCH_ENV] = arch
     if options.device_reserve_bytes is not None:  # an evaluation child's block (child.device_reserve_bytes)
         env[config.EVAL_DEVICE_RESERVE_ENV] = str(options.device_reserve_bytes)
     if work_queues.queues(options):  # read by the driver when the child makes its context

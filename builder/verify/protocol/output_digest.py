@@ -12,7 +12,9 @@ over a tree that a GPU hashes a chunk a thread:
 
 The child hashes on its device (`DIGEST_KERNEL`, compiled by NVRTC through torch) and finishes on its host; the
 parent hashes a revealed file with `hashlib`, bit for bit the same. Where the kernel cannot be had, the child
-hashes on its host: slower, the same digest.
+hashes on its host: slower, the same digest. NVRTC needs no device, only the device's architecture: the parent
+names it (`config.DIGEST_KERNEL_ARCH_ENV`), and a zygote or a pre-started child compiles the kernel before any job
+(`compile_kernel`); a child whose device is another architecture compiles its own.
 """
 
 from __future__ import annotations
@@ -138,17 +140,40 @@ def _finish(length: int, level: memoryview | bytes) -> str:
     return hashlib.sha256(TAG + length.to_bytes(8, "little") + bytes(level)).hexdigest()
 
 
+_COMPILED: dict[str, tuple[bytes, str] | None] = {}  # architecture ("90") -> NVRTC's CUBIN and the kernel's name
+COMPILED_BEFORE_USE: list[bool] = []  # [whether the kernel this process loaded had been compiled before it was wanted]
+
+
+def compile_kernel(arch: str) -> tuple[bytes, str] | None:
+    """The chunk kernel compiled for compute capability `arch` ("90"), once a process, or None where NVRTC cannot
+    do it (a CPU-only torch). It touches no device, so a zygote can do it before it forks (`child/main.py`)."""
+    if arch not in _COMPILED:
+        try:
+            from torch.cuda._utils import _nvrtc_compile
+
+            _COMPILED[arch] = _nvrtc_compile(DIGEST_KERNEL, KERNEL_NAME, arch)
+        except Exception:  # noqa: BLE001 - any failure leaves the host's hash, which gives the same digest
+            _COMPILED[arch] = None
+    return _COMPILED[arch]
+
+
 @functools.cache
 def device_kernel() -> Any:
-    """The chunk kernel, compiled by NVRTC and loaded on this process's device (once), or None where that cannot
-    be done (no NVRTC, an older torch): the digest is then hashed on the host."""
+    """The chunk kernel loaded on this process's device (once) and checked, or None where that cannot be done (no
+    NVRTC, an older torch): the digest is then hashed on the host."""
     try:
-        from torch.cuda._utils import _cuda_load_module, _nvrtc_compile
-
-        ptx, name = _nvrtc_compile(DIGEST_KERNEL, KERNEL_NAME)  # for this process's device
-        kernel = _cuda_load_module(ptx, [name])[name]
         import torch
 
+        major, minor = torch.cuda.get_device_capability()
+        arch = f"{major}{minor}"
+        COMPILED_BEFORE_USE[:] = [arch in _COMPILED]
+        compiled = compile_kernel(arch)
+        if compiled is None:
+            return None
+        from torch.cuda._utils import _cuda_load_module
+
+        cubin, name = compiled
+        kernel = _cuda_load_module(cubin, [name])[name]
         # Its answer on a known buffer first: a kernel that hashed wrong would fail every honest kernel's reveal.
         probe = torch.arange(3 * CHUNK + 123, dtype=torch.int64, device="cuda").mul_(2654435761).view(torch.uint8)
         if _digest_on_device(probe, kernel) != digest_bytes(probe.cpu().numpy().tobytes()):
@@ -156,6 +181,12 @@ def device_kernel() -> Any:
         return kernel
     except Exception:  # noqa: BLE001 - any failure leaves the host's hash, which gives the same digest
         return None
+
+
+def arch_digits(compute_capability: str | None) -> str | None:
+    """NVRTC's spelling ("90") of a compute capability as nvidia-smi gives it ("9.0"), or None."""
+    digits = (compute_capability or "").replace(".", "").strip()
+    return digits if digits.isdigit() else None
 
 
 def is_digest(value: Any) -> bool:

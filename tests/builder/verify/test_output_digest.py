@@ -73,6 +73,79 @@ def test_without_a_gpu_the_kernel_is_not_had_and_the_host_hashes():
     assert digest_tensor(torch.arange(10_000)) == digest_bytes(torch.arange(10_000).numpy().tobytes())
 
 
+def test_a_compute_capability_is_spelled_for_nvrtc():
+    assert output_digest.arch_digits("9.0") == "90" and output_digest.arch_digits("10.0") == "100"
+    assert output_digest.arch_digits(None) is None and output_digest.arch_digits("[N/A]") is None
+
+
+def test_without_nvrtc_the_kernel_compiles_to_nothing_and_is_not_tried_again(monkeypatch):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible: the device's test covers it")
+    monkeypatch.setattr(output_digest, "_COMPILED", {})
+    assert output_digest.compile_kernel("90") is None  # a CPU-only torch has no NVRTC
+    assert output_digest._COMPILED == {"90": None}
+
+
+def test_a_zygote_compiles_the_kernel_for_the_architecture_its_parent_named(monkeypatch):
+    """before_fork: once for every child the zygote forks; no name (a CPU build, no GPU found), no compile."""
+    from builder import config
+    from builder.verify.child import main
+
+    asked: list[str] = []
+    monkeypatch.setattr(main, "_prepare_process", lambda init_cuda, prime: None)
+    monkeypatch.setattr(output_digest, "compile_kernel", asked.append)
+    monkeypatch.setenv(config.DIGEST_KERNEL_ARCH_ENV, "90")
+    main.before_fork()
+    monkeypatch.delenv(config.DIGEST_KERNEL_ARCH_ENV)
+    main.before_fork()
+    assert asked == ["90"]
+
+
+def test_evaluation_children_are_told_their_gpus_architecture(monkeypatch):
+    from builder import config
+    from builder.verify import environment
+    from builder.verify.engine.children import child_env
+    from builder.verify.options import VerifyOptions
+
+    monkeypatch.setattr(environment, "gpu_arch", lambda index=0: {0: "9.0", 1: "10.0"}.get(index))
+    assert child_env(VerifyOptions(backend="cuda", device_index=0))[config.DIGEST_KERNEL_ARCH_ENV] == "90"
+    assert child_env(VerifyOptions(backend="cuda", device_index=1))[config.DIGEST_KERNEL_ARCH_ENV] == "100"
+    assert config.DIGEST_KERNEL_ARCH_ENV not in child_env(VerifyOptions(backend="cuda", device_index=2))
+    assert config.DIGEST_KERNEL_ARCH_ENV not in child_env(VerifyOptions(backend="cpu"))
+
+
+@pytest.mark.gpu
+def test_on_cuda_the_kernel_compiles_before_the_device_is_touched_and_a_child_only_loads_it(tmp_path):
+    """What a zygote does (NVRTC with the architecture nvidia-smi names, no CUDA context), then what its forked
+    child does (load and check, no second compile), in a fresh process whose CUDA is not yet initialized."""
+    import subprocess
+    import sys
+
+    from builder.verify import environment
+
+    arch = output_digest.arch_digits(environment.gpu_arch(0))
+    assert arch, "nvidia-smi named no compute capability"
+    script = f"""
+import os, time, torch
+from builder.verify.protocol import output_digest
+began = time.perf_counter()
+assert output_digest.compile_kernel({arch!r}) is not None, "NVRTC failed"
+compiled = time.perf_counter()
+assert not torch.cuda.is_initialized(), "compiling touched the device"
+pid = os.fork()
+if pid == 0:
+    ok = output_digest.device_kernel() is not None and output_digest.COMPILED_BEFORE_USE == [True]
+    loaded = time.perf_counter()
+    print(f"compiled in {{compiled - began:.3f}} s; the forked child loaded and checked it in {{loaded - compiled:.3f}} s")
+    os._exit(0 if ok else 1)
+_, status = os.waitpid(pid, 0)
+raise SystemExit(os.waitstatus_to_exitcode(status))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    print(done.stdout, done.stderr[-2000:])
+    assert done.returncode == 0
+
+
 @pytest.mark.gpu
 def test_on_cuda_the_devices_digest_is_the_hosts_bit_for_bit():
     """Sizes below, at and across a chunk and a level, odd byte counts, views at odd offsets; then what a digest
