@@ -140,7 +140,7 @@ def _finish(length: int, level: memoryview | bytes) -> str:
     return hashlib.sha256(TAG + length.to_bytes(8, "little") + bytes(level)).hexdigest()
 
 
-_COMPILED: dict[str, tuple[bytes, str] | None] = {}  # architecture ("90") -> NVRTC's CUBIN and the kernel's name
+_COMPILED: dict[str, tuple[bytes, str] | None] = {}  # architecture ("90") -> NVRTC's CUBIN, the kernel's name
 COMPILED_BEFORE_USE: list[bool] = []  # [whether the kernel this process loaded had been compiled before it was wanted]
 
 
@@ -149,12 +149,39 @@ def compile_kernel(arch: str) -> tuple[bytes, str] | None:
     do it (a CPU-only torch). It touches no device, so a zygote can do it before it forks (`child/main.py`)."""
     if arch not in _COMPILED:
         try:
-            from torch.cuda._utils import _nvrtc_compile
-
-            _COMPILED[arch] = _nvrtc_compile(DIGEST_KERNEL, KERNEL_NAME, arch)
+            _COMPILED[arch] = (_nvrtc_cubin(DIGEST_KERNEL, arch), KERNEL_NAME)
         except Exception:  # noqa: BLE001 - any failure leaves the host's hash, which gives the same digest
             _COMPILED[arch] = None
     return _COMPILED[arch]
+
+
+def _nvrtc_cubin(source: str, arch: str) -> bytes:
+    """NVRTC's CUBIN of `source` for sm_`arch`, through the NVRTC that torch's CUDA build loaded. Not torch's own
+    helper: it imports `torch.utils.cpp_extension`, whose device query leaves CUDA unusable in a forked child."""
+    import ctypes
+
+    import torch
+
+    if not torch.version.cuda:
+        raise OSError("a torch without CUDA has no NVRTC")
+    nvrtc = ctypes.CDLL(f"libnvrtc.so.{torch.version.cuda.split('.')[0]}")
+
+    def check(code: int) -> None:
+        if code != 0:
+            raise RuntimeError(f"NVRTC error {code}")
+
+    program = ctypes.c_void_p()
+    check(nvrtc.nvrtcCreateProgram(ctypes.byref(program), source.encode(), b"ka_output_digest.cu", 0, None, None))
+    try:
+        options = [f"--gpu-architecture=sm_{arch}".encode()]
+        check(nvrtc.nvrtcCompileProgram(program, len(options), (ctypes.c_char_p * len(options))(*options)))
+        size = ctypes.c_size_t()
+        check(nvrtc.nvrtcGetCUBINSize(program, ctypes.byref(size)))
+        cubin = ctypes.create_string_buffer(size.value)
+        check(nvrtc.nvrtcGetCUBIN(program, cubin))
+        return cubin.raw
+    finally:
+        nvrtc.nvrtcDestroyProgram(ctypes.byref(program))
 
 
 @functools.cache
