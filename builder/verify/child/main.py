@@ -309,14 +309,14 @@ def device_reserve_bytes() -> int:
 
 def before_fork() -> None:
     """A zygote's imports, done once for every child it forks (zygote.py): a pre-start's, less the CUDA context;
-    and the output digest's kernel for the device the parent named (NVRTC needs no device), which a child without
-    a zygote compiles only when it is timed (output_digest.compile_kernel)."""
+    and the output digest's kernel for the device the parent named, compiled by a process of its own (NVRTC opens
+    the driver), which a child without a zygote compiles only when it is timed (output_digest.compile_kernel_apart)."""
     from builder import config
-    from builder.verify.protocol.output_digest import compile_kernel
+    from builder.verify.protocol.output_digest import compile_kernel_apart
 
     _prepare_process(init_cuda=False, prime=True)
     if arch := os.environ.get(config.DIGEST_KERNEL_ARCH_ENV, ""):
-        compile_kernel(arch)
+        compile_kernel_apart(arch)
 
 
 def main(argv: list[str] | None = None) -> int:

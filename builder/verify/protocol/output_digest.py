@@ -12,15 +12,18 @@ over a tree that a GPU hashes a chunk a thread:
 
 The child hashes on its device (`DIGEST_KERNEL`, compiled by NVRTC through torch) and finishes on its host; the
 parent hashes a revealed file with `hashlib`, bit for bit the same. Where the kernel cannot be had, the child
-hashes on its host: slower, the same digest. NVRTC needs no device, only the device's architecture: the parent
-names it (`config.DIGEST_KERNEL_ARCH_ENV`), and a zygote or a pre-started child compiles the kernel before any job
-(`compile_kernel`); a child whose device is another architecture compiles its own.
+hashes on its host: slower, the same digest. The parent names the device's architecture
+(`config.DIGEST_KERNEL_ARCH_ENV`), and a zygote has the kernel compiled once for every child it forks
+(`compile_kernel_apart`); a child without it compiles its own.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 # Bytes a thread hashes (SHA-256 of exactly CHUNK bytes: 64 blocks and one fixed padding block). DIGEST_KERNEL
@@ -140,31 +143,62 @@ def _finish(length: int, level: memoryview | bytes) -> str:
     return hashlib.sha256(TAG + length.to_bytes(8, "little") + bytes(level)).hexdigest()
 
 
-_COMPILED: dict[str, tuple[bytes, str] | None] = {}  # architecture ("90") -> NVRTC's CUBIN, the kernel's name
+_COMPILED: dict[str, bytes] = {}  # compute capability ("90") -> the kernel's CUBIN, compiled by NVRTC
 COMPILED_BEFORE_USE: list[bool] = []  # [whether the kernel this process loaded had been compiled before it was wanted]
 
 
-def compile_kernel(arch: str) -> tuple[bytes, str] | None:
-    """The chunk kernel compiled for compute capability `arch` ("90"), once a process, or None where NVRTC cannot
-    do it (a CPU-only torch). It touches no device, so a zygote can do it before it forks (`child/main.py`)."""
-    if arch not in _COMPILED:
-        try:
-            _COMPILED[arch] = (_nvrtc_cubin(DIGEST_KERNEL, arch), KERNEL_NAME)
-        except Exception:  # noqa: BLE001 - any failure leaves the host's hash, which gives the same digest
-            _COMPILED[arch] = None
-    return _COMPILED[arch]
+def compile_kernel_apart(arch: str) -> None:
+    """The kernel's CUBIN for compute capability `arch` ("90"), compiled by a process of its own and kept in this
+    one for its forked children. NVRTC initialises the GPU driver (it opens /dev/nvidiactl), after which a forked
+    child cannot use CUDA: a zygote must not call it itself (`child/main.py`). Where this fails, a child compiles
+    its own."""
+    from builder import config
+
+    try:
+        library = loaded_library_path(_nvrtc_soname())
+        done = subprocess.run([sys.executable, "-m", __name__, library, arch], capture_output=True,
+                              timeout=config.DIGEST_KERNEL_COMPILE_TIMEOUT_S, check=False)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return
+    if done.returncode == 0 and done.stdout:
+        _COMPILED[arch] = done.stdout
 
 
-def _nvrtc_cubin(source: str, arch: str) -> bytes:
-    """NVRTC's CUBIN of `source` for sm_`arch`, through the NVRTC that torch's CUDA build loaded. Not torch's own
-    helper: it imports `torch.utils.cpp_extension`, whose device query leaves CUDA unusable in a forked child."""
-    import ctypes
-
+def _nvrtc_soname() -> str:
     import torch
 
     if not torch.version.cuda:
         raise OSError("a torch without CUDA has no NVRTC")
-    nvrtc = ctypes.CDLL(f"libnvrtc.so.{torch.version.cuda.split('.')[0]}")
+    return f"libnvrtc.so.{torch.version.cuda.split('.')[0]}"
+
+
+def loaded_library_path(soname: str, maps: str = "/proc/self/maps") -> str:
+    """The file of shared library `soname` as this process maps it, loaded first where it is not (torch's CUDA
+    build loads NVRTC from its own wheels, where another process would not find it by name). Loading it runs no
+    NVRTC code: a zygote stays fit to fork."""
+    import ctypes
+
+    ctypes.CDLL(soname)
+    if path := mapped_path(soname, Path(maps).read_text()):
+        return path
+    raise OSError(f"{soname} is not mapped")
+
+
+def mapped_path(soname: str, maps_text: str) -> str | None:
+    """The path of the first mapping of a file named `soname` (or `soname`.x.y) in /proc/PID/maps' text."""
+    for line in maps_text.splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and Path(fields[5]).name.startswith(soname):
+            return fields[5]
+    return None
+
+
+def _nvrtc_cubin(source: str, arch: str, library: str) -> bytes:
+    """NVRTC's CUBIN of `source` for sm_`arch`, called through ctypes. Not torch's helper for it: that imports
+    `torch.utils.cpp_extension`, whose device query leaves CUDA unusable in a forked child too."""
+    import ctypes
+
+    nvrtc = ctypes.CDLL(library)
 
     def check(code: int) -> None:
         if code != 0:
@@ -194,13 +228,10 @@ def device_kernel() -> Any:
         major, minor = torch.cuda.get_device_capability()
         arch = f"{major}{minor}"
         COMPILED_BEFORE_USE[:] = [arch in _COMPILED]
-        compiled = compile_kernel(arch)
-        if compiled is None:
-            return None
+        cubin = _COMPILED.get(arch) or _nvrtc_cubin(DIGEST_KERNEL, arch, _nvrtc_soname())
         from torch.cuda._utils import _cuda_load_module
 
-        cubin, name = compiled
-        kernel = _cuda_load_module(cubin, [name])[name]
+        kernel = _cuda_load_module(cubin, [KERNEL_NAME])[KERNEL_NAME]
         # Its answer on a known buffer first: a kernel that hashed wrong would fail every honest kernel's reveal.
         probe = torch.arange(3 * CHUNK + 123, dtype=torch.int64, device="cuda").mul_(2654435761).view(torch.uint8)
         if _digest_on_device(probe, kernel) != digest_bytes(probe.cpu().numpy().tobytes()):
@@ -220,3 +251,7 @@ def is_digest(value: Any) -> bool:
     """A digest as it crosses the boundary: SHA-256 in lower-case hex."""
     return (isinstance(value, str) and len(value) == 2 * DIGEST_BYTES
             and all(c in "0123456789abcdef" for c in value))  # fmt: skip
+
+
+if __name__ == "__main__":  # compile_kernel_apart's process: LIBRARY ARCH in, the CUBIN out
+    sys.stdout.buffer.write(_nvrtc_cubin(DIGEST_KERNEL, sys.argv[2], sys.argv[1]))
