@@ -249,11 +249,19 @@ def test_the_zygote_entry_point_says_how_to_use_it():
 
 @pytest.mark.gpu
 def test_the_real_child_s_zygote_never_loads_the_cuda_driver():
-    """A CUDA context does not survive a fork: the zygote's imports must leave the driver unloaded."""
-    code = "from builder.verify.child import main as child; from builder.verify.sandbox import zygote; child.before_fork(); print(zygote.fork_problem())"
+    """A CUDA context does not survive a fork: the zygote's imports, and the output digest's kernel it has compiled
+    for the architecture the parent names, must leave the driver unloaded."""
+    from builder.verify import environment
+    from builder.verify.protocol.output_digest import arch_digits
+
+    arch = arch_digits(environment.gpu_arch(0))
+    code = ("from builder.verify.child import main as child; from builder.verify.sandbox import zygote; "
+            "from builder.verify.protocol import output_digest; child.before_fork(); "
+            "print(sorted(output_digest._COMPILED), zygote.fork_problem())")  # fmt: skip
+    env = dict(os.environ, **{config.DIGEST_KERNEL_ARCH_ENV: arch})
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=config.REPO_ROOT,
-                          timeout=300)  # fmt: skip
-    assert done.returncode == 0 and done.stdout.strip() == "None", done.stdout + done.stderr
+                          env=env, timeout=300)  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip() == f"[{arch!r}] None", done.stdout + done.stderr
 
 
 @pytest.mark.gpu
