@@ -287,7 +287,7 @@ EVAL_DEVICE_RESERVE_FREE_FRACTION = 1 / 24
 EVAL_DEVICE_RESERVE_ENV = "KA_DEVICE_RESERVE_BYTES"  # VerifyOptions.device_reserve_bytes, to the children
 # The device's compute capability ("90"), to the children: the output digest's kernel is compiled before any job
 DIGEST_KERNEL_ARCH_ENV = "KA_DIGEST_KERNEL_ARCH"
-DIGEST_KERNEL_COMPILE_TIMEOUT_S = 60  # the process that compiles it for a zygote (NVRTC: about 0.3 s)
+DIGEST_KERNEL_COMPILE_TIMEOUT_S = 60  # the process that compiles it for a zygote (it took 0.2-0.6 s)
 EVAL_DEVICE_CONNECTIONS = 2  # CUDA work queues of a candidate's context; the driver's 8 cost more (work_queues.py)
 POISON_CHUNK_BYTES = 256 << 20  # GPU poison is allocated in chunks this size (plus output-sized blocks)
 POISON_CPU_COPIES = 8  # at least this many output-sized NaN buffers freed before each CPU candidate call

@@ -34,7 +34,7 @@ def child_env(options: VerifyOptions) -> dict[str, str]:
     visible = environment.visible_gpu_ids()
     device = visible[options.device_index] if options.device_index < len(visible) else str(options.device_index)
     env = {"CUDA_VISIBLE_DEVICES": device}  # the child sees its GPU as cuda:0
-    if arch := arch_digits(environment.gpu_arch(options.device_index)):  # output_digest.compile_kernel's target
+    if arch := arch_digits(environment.gpu_arch(options.device_index)):  # output_digest.compile_kernel_apart's target
         env[config.DIGEST_KERNEL_ARCH_ENV] = arch
     if options.device_reserve_bytes is not None:  # an evaluation child's block (child.device_reserve_bytes)
         env[config.EVAL_DEVICE_RESERVE_ENV] = str(options.device_reserve_bytes)

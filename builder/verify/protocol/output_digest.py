@@ -10,9 +10,9 @@ over a tree that a GPU hashes a chunk a thread:
   digests, in order, are the next level's bytes, cut and hashed again, until a level is at most `CHUNK` bytes;
 - the digest is SHA-256 of `TAG`, the output's length (8 bytes, little-endian) and that last level.
 
-The child hashes on its device (`DIGEST_KERNEL`, compiled by NVRTC through torch) and finishes on its host; the
-parent hashes a revealed file with `hashlib`, bit for bit the same. Where the kernel cannot be had, the child
-hashes on its host: slower, the same digest. The parent names the device's architecture
+The child hashes on its device (`DIGEST_KERNEL`, compiled by the NVRTC that torch's CUDA build loads) and finishes
+on its host; the parent hashes a revealed file with `hashlib`, bit for bit the same. Where the kernel cannot be
+had, the child hashes on its host: slower, the same digest. The parent names the device's architecture
 (`config.DIGEST_KERNEL_ARCH_ENV`), and a zygote has the kernel compiled once for every child it forks
 (`compile_kernel_apart`); a child without it compiles its own.
 """

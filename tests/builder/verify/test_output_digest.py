@@ -132,6 +132,7 @@ def test_on_cuda_a_zygote_has_the_kernel_compiled_apart_and_its_forked_child_onl
     import subprocess
     import sys
 
+    from builder import config
     from builder.verify import environment
 
     arch = output_digest.arch_digits(environment.gpu_arch(0))
@@ -155,7 +156,8 @@ if pid == 0:
 _, status = os.waitpid(pid, 0)
 raise SystemExit(os.waitstatus_to_exitcode(status))
 """
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=config.REPO_ROOT,
+                          timeout=120)  # fmt: skip
     print(done.stdout, done.stderr[-2000:])
     assert done.returncode == 0
 
