@@ -112,7 +112,7 @@ class CallTimer:
         self.first_outputs: dict[str, Any] = {}
         self.launch_ms: list[float] = []  # the host's time to launch each call (CUDA): what the spin must cover
         self.spin_cycles_per_ms = _spin_rate() if device == "cuda" else 0.0
-        if device == "cuda":  # the digest's kernel compiled and checked now, not in the window's first call
+        if device == "cuda":  # the digest's kernel loaded (or compiled) and checked now, not in the window's first call
             from builder.verify.protocol.output_digest import device_kernel
 
             device_kernel()
