@@ -13,6 +13,7 @@ import logging
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,10 @@ class Evaluated:
     error: str | None = None
     result: dict[str, Any] | None = None
     infrastructure: str | None = None  # the machinery failed (control confirmed): no record, no verdict
+    # The same kernel evaluated once more in a fresh child (`finish_record`'s second look where eager timed in the
+    # window was slowed on CUDA); None once it was taken.
+    again: Callable[[], Evaluated] | None = None
+    slowed_before: str | None = None  # why the first look's eager counted as slowed, on the second look's Evaluated
 
 
 def start_evaluation(compiled: CompileResult, candidate: Candidate, task: Task, options: VerifyOptions,
@@ -162,8 +167,9 @@ def start_evaluation(compiled: CompileResult, candidate: Candidate, task: Task, 
         status, error = "crash", f"child ended without a result ({outcome.describe()}); stderr tail:\n{tail}"
     else:
         status, error = str(result.get("status")), result.get("error")
+    again = functools.partial(start_evaluation, compiled, candidate, task, options, None, references, confirm)
     return Evaluated(candidate=candidate, task=task, options=options, compiled=compiled, base=base, extra=extra,
-                     static_notes=static_notes, status=status, error=error, result=result)  # fmt: skip
+                     static_notes=static_notes, status=status, error=error, result=result, again=again)  # fmt: skip
 
 
 def needs_baseline(evaluated: Evaluated) -> bool:
@@ -192,6 +198,10 @@ def finish_record(evaluated: Evaluated, baselines: BaselineCache | None = None,
         if eager_disagrees(result or {}, baseline):  # the machine changed since the baseline was cached: again
             baseline = baselines.get(task, options, refresh=True) or baseline
         if slowed := eager_slowed_reason(result or {}, baseline, options.backend):  # still slower than clean
+            if options.backend == "cuda" and evaluated.again is not None:
+                return _second_look(evaluated, slowed, baselines)
+            if evaluated.slowed_before:
+                slowed = f"{slowed}; in the first evaluation, {evaluated.slowed_before}"
             result, evaluated.status, evaluated.error = weigh_slowed_eager(result or {}, slowed, options.backend)
     if result is not None and isinstance(result.get("phase_s"), dict):
         phases = {**result["phase_s"], "parent_wait_for_baseline": round(time.monotonic() - waited, 4)}
@@ -202,6 +212,23 @@ def finish_record(evaluated: Evaluated, baselines: BaselineCache | None = None,
                                      static_notes=evaluated.static_notes, baseline=baseline, extra=evaluated.extra)  # fmt: skip
     assert evaluated.compiled is not None
     return record if verdict_only else attach_profiles(record, evaluated.candidate, task, options, evaluated.compiled)
+
+
+def _second_look(first: Evaluated, slowed: str, baselines: BaselineCache) -> KernelRecord | InfrastructureFailure:
+    """The record of a CUDA kernel whose window timed PyTorch eager slower than a clean process did: evaluated again
+    in a fresh child, and that evaluation's record kept, disqualified (`slowed_baseline`) where its eager is slowed
+    too. A candidate that slows eager in its own process does so in every child it gets; an honest one whose window
+    met load from elsewhere (a launch-bound baseline of a few microseconds, host threads contending) rarely meets
+    it twice. Nothing of the first look counts towards the second's figures."""
+    assert first.again is not None and first.candidate is not None
+    log.info("%s: PyTorch eager was slowed in its window (%s): evaluated again in a fresh child",
+             first.candidate.kernel_name, slowed)  # fmt: skip
+    second = first.again()
+    second.again, second.slowed_before = None, slowed
+    if second.result is not None and second.status == "correct":
+        told = f"; evaluated twice, each in a fresh child: the first window's PyTorch eager was slowed ({slowed})"
+        second.result = {**second.result, "timing_method": f"{second.result.get('timing_method') or ''}{told}"}
+    return finish_record(second, baselines)
 
 
 @functools.cache
