@@ -192,6 +192,27 @@ def eager_slowed_reason(result: dict[str, Any], baseline: dict[str, Any] | None,
     )
 
 
+def held_to_clean_eager(result: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, Any]:
+    """CUDA: the speedup's eager is the window's median, but never more than config.EAGER_CROSSCHECK_TOLERANCE above
+    the clean process's (measured again where the two first disagreed by that much). Slowing eager in the
+    candidate's process, in any share of its calls and by any amount short of `slowed_baseline`, then moves the
+    speedup by at most that much. A window whose every call ran slow for reasons of its own (load on a launch-bound
+    eager of a few microseconds) gets the smaller, clean-based speedup; `eager_window`'s measured median stays as
+    it was, and the timing method says which figure the speedup rests on."""
+    window = result.get("eager_window") if isinstance(result.get("eager_window"), dict) else {}
+    median, clean = window.get("median_ms"), (baseline or {}).get("eager_ms")
+    if not isinstance(median, (int, float)) or not isinstance(clean, (int, float)) or clean <= 0:
+        return result
+    ceiling = clean * (1.0 + config.EAGER_CROSSCHECK_TOLERANCE)
+    if median <= ceiling:
+        return result
+    told = (f"; PyTorch eager's median in the window, {median:.4g} ms a call, was more than "
+            f"{config.EAGER_CROSSCHECK_TOLERANCE:.0%} above a clean process's {clean:.4g} ms: the speedup rests on "
+            f"{ceiling:.4g} ms")  # fmt: skip
+    return {**result, "eager_window": {**window, "basis_ms": ceiling},
+            "timing_method": f"{result.get('timing_method') or ''}{told}"}  # fmt: skip
+
+
 def weigh_slowed_eager(result: dict[str, Any], slowed: str, backend: str) -> tuple[dict[str, Any], str, str | None]:
     """(result, status, error) once in-window eager was found slowed. CUDA, where a window owns the device and its
     eager agrees with a clean process's within a few per cent: `slowed_baseline`, disqualifying. CPU, where torch's

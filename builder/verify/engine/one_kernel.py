@@ -24,7 +24,13 @@ from builder.tasks import Task
 from builder.verify import environment
 from builder.verify.compile.extension import CompileResult, build_extension, recall_build
 from builder.verify.engine import work_queues
-from builder.verify.engine.baseline_cache import BaselineCache, eager_disagrees, eager_slowed_reason, weigh_slowed_eager
+from builder.verify.engine.baseline_cache import (
+    BaselineCache,
+    eager_disagrees,
+    eager_slowed_reason,
+    held_to_clean_eager,
+    weigh_slowed_eager,
+)
 from builder.verify.engine.children import build_job
 from builder.verify.engine.clean_reference import ReferenceCache, process_reference_cache
 from builder.verify.engine.evaluation import run_judged
@@ -203,6 +209,8 @@ def finish_record(evaluated: Evaluated, baselines: BaselineCache | None = None,
             if evaluated.slowed_before:
                 slowed = f"{slowed}; in the first evaluation, {evaluated.slowed_before}"
             result, evaluated.status, evaluated.error = weigh_slowed_eager(result or {}, slowed, options.backend)
+        elif options.backend == "cuda":
+            result = held_to_clean_eager(result or {}, baseline)
     if result is not None and isinstance(result.get("phase_s"), dict):
         phases = {**result["phase_s"], "parent_wait_for_baseline": round(time.monotonic() - waited, 4)}
         log.debug("evaluation phases of %s: %s", evaluated.candidate.kernel_name, json.dumps(phases))

@@ -85,3 +85,20 @@ def test_a_second_look_that_ends_otherwise_keeps_its_own_verdict(task):
 
     record = finish_record(evaluated(task, "cuda", SLOWED_WINDOW, again), CleanBaselines())
     assert record.status == "incorrect" and "outside atol" in record.error and "slowed_baseline" not in record.flags
+
+
+def test_an_eager_above_the_clean_one_but_not_slowed_is_held_to_it_on_cuda(task):
+    def again() -> Evaluated:
+        raise AssertionError("evaluated again")
+
+    most_calls_slowed = {"median_ms": 0.0302, "min_ms": 0.0080}  # the fastest call as clean's: not slowed_baseline
+    record = finish_record(evaluated(task, "cuda", most_calls_slowed, again), CleanBaselines())
+    assert record.status == "correct" and "slowed_baseline" not in record.flags
+    assert record.eager_ms == pytest.approx(0.0079 * 1.1) and record.eager_clean_ms == pytest.approx(0.0079)
+    assert record.speedup_eager == pytest.approx(0.0079 * 1.1 / 0.0078)
+    assert "median in the window, 0.0302 ms a call, was more than 10% above a clean process's 0.0079 ms: the " \
+        "speedup rests on 0.00869 ms" in record.timing_method  # fmt: skip
+    within = finish_record(evaluated(task, "cuda", {"median_ms": 0.0086, "min_ms": 0.0076}, again), CleanBaselines())
+    assert within.eager_ms == pytest.approx(0.0086) and "rests on" not in within.timing_method
+    on_the_cpu = finish_record(evaluated(task, "cpu", most_calls_slowed, again), CleanBaselines())
+    assert on_the_cpu.eager_ms == pytest.approx(0.0302)  # the CPU's own rule: only an eager slowed outright moves it
