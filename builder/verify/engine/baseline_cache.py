@@ -214,8 +214,8 @@ def held_to_clean_eager(result: dict[str, Any], baseline: dict[str, Any] | None)
 
 
 def weigh_slowed_eager(result: dict[str, Any], slowed: str, backend: str) -> tuple[dict[str, Any], str, str | None]:
-    """(result, status, error) once in-window eager was found slowed. CUDA, where a window owns the device and its
-    eager agrees with a clean process's within a few per cent: `slowed_baseline`, disqualifying. CPU, where torch's
+    """(result, status, error) once in-window eager was found slowed. CUDA, where a window owns the device:
+    `slowed_baseline`, disqualifying (found in two evaluations: `one_kernel.finish_record`). CPU, where torch's
     eager threads on a loaded machine can wait for cores for milliseconds: the speedup rests on the clean process's
     eager instead, and the timing method says so."""
     if backend == "cuda":
