@@ -42,6 +42,10 @@ TIMING_BLOCK_MS = 20.0  # kernel is a steady block of its own, where ten cost th
 # its accounting would flag it (`judge/referee.py`).
 TIMING_STABLE_SPREAD = 0.02
 TIMING_SETTLED_CLAUSE = "stopped once"  # opens the clause saying a window settled: an outcome (reverify ignores it)
+# Clauses of a timing method that say how one run of the same rule came out, not how it measures: a window that
+# settled, an eager held to the clean one (baseline_cache.held_to_clean_eager), a second look (one_kernel.py).
+EAGER_HELD_CLAUSE, SECOND_LOOK_CLAUSE = "PyTorch eager's median in the window", "evaluated twice"
+TIMING_OUTCOME_CLAUSES = (TIMING_SETTLED_CLAUSE, EAGER_HELD_CLAUSE, SECOND_LOOK_CLAUSE)
 # In-window eager vs the clean process's: past this, the clean one is measured again; on CUDA the speedup's eager
 # is held to the clean one's plus this (baseline_cache.held_to_clean_eager).
 EAGER_CROSSCHECK_TOLERANCE = 0.10

@@ -75,15 +75,16 @@ def speedup_ratio(old: OldVerdict, new_status: str, new_speedup: Any) -> float |
 
 
 def same_method(old: str | None, new: str | None) -> bool | None:
-    """Whether two records' speedups were measured the same way: call and block counts aside, and whether the
-    window ended early once settled (the same rule, another outcome). None when either does not say."""
+    """Whether two records' speedups were measured the same way: call and block counts aside, and how the same rule
+    came out (the window ended early once settled, eager held to the clean one, a second look). None when either
+    does not say."""
     if not old or not new:
         return None
     return _method_rule(old) == _method_rule(new)
 
 
 def _method_rule(method: str) -> str:
-    clauses = [c for c in method.split("; ") if not c.startswith(config.TIMING_SETTLED_CLAUSE)]
+    clauses = [c for c in method.split("; ") if not c.startswith(config.TIMING_OUTCOME_CLAUSES)]
     return re.sub(r"\d+", "N", "; ".join(clauses))
 
 

@@ -206,7 +206,7 @@ def held_to_clean_eager(result: dict[str, Any], baseline: dict[str, Any] | None)
     ceiling = clean * (1.0 + config.EAGER_CROSSCHECK_TOLERANCE)
     if median <= ceiling:
         return result
-    told = (f"; PyTorch eager's median in the window, {median:.4g} ms a call, was more than "
+    told = (f"; {config.EAGER_HELD_CLAUSE}, {median:.4g} ms a call, was more than "
             f"{config.EAGER_CROSSCHECK_TOLERANCE:.0%} above a clean process's {clean:.4g} ms: the speedup rests on "
             f"{ceiling:.4g} ms")  # fmt: skip
     return {**result, "eager_window": {**window, "basis_ms": ceiling},

@@ -234,7 +234,8 @@ def _second_look(first: Evaluated, slowed: str, baselines: BaselineCache) -> Ker
     second = first.again()
     second.again, second.slowed_before = None, slowed
     if second.result is not None and second.status == "correct":
-        told = f"; evaluated twice, each in a fresh child: the first window's PyTorch eager was slowed ({slowed})"
+        told = f"; {config.SECOND_LOOK_CLAUSE}, each in a fresh child: the first window's PyTorch eager was slowed"
+        told += f" ({slowed})"
         second.result = {**second.result, "timing_method": f"{second.result.get('timing_method') or ''}{told}"}
     return finish_record(second, baselines)
 

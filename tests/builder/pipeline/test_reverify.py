@@ -11,7 +11,7 @@ from pipeline_helpers import cli_env, run_cli, run_fake_cli
 
 from builder import config
 from builder.errors import UsageError
-from builder.pipeline.reverify import NOT_CORRECT, build_report, held, old_verdict, render_markdown
+from builder.pipeline.reverify import NOT_CORRECT, build_report, held, old_verdict, render_markdown, same_method
 from builder.pipeline.reverify_run import compile_pattern, default_out
 
 
@@ -228,3 +228,17 @@ def test_the_report_says_whether_the_kernel_or_eager_moved():
     text = render_markdown(report)
     assert "the kernel's runtime is within ±5% for 2 of 2, eager's for 1 of 2" in text
     assert "| eager |" in text and "| runtime ratio | eager ratio |" in text
+
+
+def test_how_one_run_of_the_same_rule_came_out_is_not_another_method():
+    rule = "CUDA events around each call; 100 timed calls; PyTorch eager timed the same way in the same window"
+    outcomes = [
+        f"{config.TIMING_SETTLED_CLAUSE} the per-block ratios varied by <= 2%",
+        f"{config.EAGER_HELD_CLAUSE}, 0.0302 ms a call, was more than 10% above a clean process's 0.0079 ms: the "
+        "speedup rests on 0.00869 ms",
+        f"{config.SECOND_LOOK_CLAUSE}, each in a fresh child: the first window's PyTorch eager was slowed (...)",
+    ]
+    for outcome in outcomes:
+        assert same_method(rule, f"{rule}; {outcome}"), outcome
+    assert same_method(rule.replace("100", "40"), rule)  # counts aside
+    assert not same_method(rule, rule.replace("CUDA events around each call", "the host's clock"))
