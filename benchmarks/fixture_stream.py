@@ -19,9 +19,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from builder import config  # noqa: E402
 from tests.builder.verify.test_adversarial import assert_verdict, run_stream  # noqa: E402
 
-SECOND_LOOK_SIGNS = ("evaluated twice", "in the first evaluation")  # timing_method when kept; error when disqualified
+# timing_method when the second look stood; the error when it was slowed_baseline too (one_kernel.finish_record)
+SECOND_LOOK_SIGNS = (config.SECOND_LOOK_CLAUSE, "in the first evaluation")
 
 
 def looked_twice(record: dict) -> bool:
