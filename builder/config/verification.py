@@ -46,8 +46,8 @@ TIMING_SETTLED_CLAUSE = "stopped once"  # opens the clause saying a window settl
 # settled, an eager held to the clean one (baseline_cache.held_to_clean_eager), a second look (one_kernel.py).
 EAGER_HELD_CLAUSE, SECOND_LOOK_CLAUSE = "PyTorch eager's median in the window", "evaluated twice"
 TIMING_OUTCOME_CLAUSES = (TIMING_SETTLED_CLAUSE, EAGER_HELD_CLAUSE, SECOND_LOOK_CLAUSE)
-# In-window eager vs the clean process's: past this, the clean one is measured again; on CUDA the speedup's eager
-# is held to the clean one's plus this (baseline_cache.held_to_clean_eager).
+# In-window eager vs the clean process's: past this, the clean one is measured again, and the speedup's eager is
+# held to the clean one's plus this, on either backend (baseline_cache.held_to_clean_eager).
 EAGER_CROSSCHECK_TOLERANCE = 0.10
 L2_FLUSH_BYTES = 256 << 20  # larger than any Hopper L2 (50-60 MB)
 LAUNCH_SPIN_MIN_MS, LAUNCH_SPIN_MAX_MS = 0.05, 1.0  # the device spins 2x the host's launch before a timed call

@@ -193,12 +193,13 @@ def eager_slowed_reason(result: dict[str, Any], baseline: dict[str, Any] | None,
 
 
 def held_to_clean_eager(result: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, Any]:
-    """CUDA: the speedup's eager is the window's median, but never more than config.EAGER_CROSSCHECK_TOLERANCE above
-    the clean process's (measured again where the two first disagreed by that much). Slowing eager in the
-    candidate's process, in any share of its calls and by any amount short of `slowed_baseline`, then moves the
-    speedup by at most that much. A window whose every call ran slow for reasons of its own (load on a launch-bound
-    eager of a few microseconds) gets the smaller, clean-based speedup; `eager_window`'s measured median stays as
-    it was, and the timing method says which figure the speedup rests on."""
+    """The speedup's eager is the window's median, but never more than config.EAGER_CROSSCHECK_TOLERANCE above the
+    clean process's (measured again where the two first disagreed by that much), on either backend. Slowing eager
+    in the candidate's process, in any share of its calls and by any amount short of the slowed rule
+    (`eager_slowed_reason`, which asks the fastest call to be slowed as well), then moves the speedup by at most
+    that much. A window whose every call ran slow for reasons of its own (load on a launch-bound eager of a few
+    microseconds, eager's threads waiting for cores) gets the smaller, clean-based speedup; `eager_window`'s
+    measured median stays as it was, and the timing method says which figure the speedup rests on."""
     window = result.get("eager_window") if isinstance(result.get("eager_window"), dict) else {}
     median, clean = window.get("median_ms"), (baseline or {}).get("eager_ms")
     if not isinstance(median, (int, float)) or not isinstance(clean, (int, float)) or clean <= 0:

@@ -209,7 +209,7 @@ def finish_record(evaluated: Evaluated, baselines: BaselineCache | None = None,
             if evaluated.slowed_before:
                 slowed = f"{slowed}; in the first evaluation, {evaluated.slowed_before}"
             result, evaluated.status, evaluated.error = weigh_slowed_eager(result or {}, slowed, options.backend)
-        elif options.backend == "cuda":
+        else:
             result = held_to_clean_eager(result or {}, baseline)
     if result is not None and isinstance(result.get("phase_s"), dict):
         phases = {**result["phase_s"], "parent_wait_for_baseline": round(time.monotonic() - waited, 4)}

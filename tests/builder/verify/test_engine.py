@@ -127,11 +127,21 @@ def test_the_parent_judges_outputs_whatever_the_child_claims(task, options):
 
 
 def test_the_speedup_uses_eager_timed_in_the_window_and_records_the_clean_one(task, options):
-    record = verify(candidate(task, {"median_ms": 2.0, "eager_window_ms": 1.9}), task, options)
+    # The fake's clean eager is 1-2 ms, another figure on every run: the window's 1.1 ms is never held above it.
+    record = verify(candidate(task, {"median_ms": 2.0, "eager_window_ms": 1.1}), task, options)
     assert record.status == "correct"
-    assert record.eager_ms == 1.9 and record.speedup_eager == pytest.approx(0.95)
+    assert record.eager_ms == 1.1 and record.speedup_eager == pytest.approx(0.55)
     assert record.speedup_eager_iqr == pytest.approx(0.0, abs=1e-9)  # the referee's per-block ratios, all alike
     assert record.eager_clean_ms is not None and record.eager_clean_ms != record.eager_ms
+
+
+def test_an_eager_window_above_the_clean_one_is_held_to_it_on_the_cpu(task, options):
+    # 2.5 ms in the window: above any clean eager of the fake's (1-2 ms) by more than 10 %, short of the slowed rule.
+    record = verify(candidate(task, {"median_ms": 2.0, "eager_window_ms": 2.5}), task, options)
+    assert record.status == "correct" and record.eager_clean_ms is not None
+    assert record.eager_ms == pytest.approx(record.eager_clean_ms * (1 + config.EAGER_CROSSCHECK_TOLERANCE))
+    assert record.speedup_eager == pytest.approx(record.eager_ms / 2.0)
+    assert config.EAGER_HELD_CLAUSE in record.timing_method
 
 
 def test_on_the_cpu_an_eager_slowed_in_the_window_leaves_the_speedup_to_the_clean_one(task, options):
@@ -191,11 +201,15 @@ def test_compile_failures_become_records_without_running_anything(task, options)
 
 
 def test_baselines_are_measured_once_per_task_and_cached(task, options):
-    first = verify(candidate(task, {"status": "correct"}, "a"), task, options)
-    second = verify(candidate(task, {"status": "correct"}, "b"), task, options)
-    # The fake reports a different eager time on every run: equal values mean one measurement.
-    assert first.eager_ms == second.eager_ms is not None
+    options = options.with_seeds()
+    baselines = BaselineCache(options.baseline_cache_dir)
+    first, second = (evaluate_compiled(CompileResult(ok=True), candidate(task, {"status": "correct"}, name), task,
+                                       options, baselines=baselines) for name in ("a", "b"))  # fmt: skip
+    # The fake reports a different eager time on every run: equal values mean one measurement in a build (measured
+    # again at most once, where the window's eager disagreed with it).
+    assert first.eager_clean_ms == second.eager_clean_ms is not None
     assert len(list(options.baseline_cache_dir.glob("*.json"))) == 1
+    assert BaselineCache(options.baseline_cache_dir).get(task, options)["eager_ms"] == first.eager_clean_ms
     other_backend_key = BaselineCache(options.baseline_cache_dir).key(task, replace(options, backend="cuda"))
     assert other_backend_key != BaselineCache(options.baseline_cache_dir).key(task, options)
 
