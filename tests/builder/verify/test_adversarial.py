@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from builder import config
+
 REPO = Path(__file__).resolve().parents[3]
 CANDIDATES = REPO / "tests" / "fixtures" / "candidates"
 SUITES = {"fixtures": REPO / "tests" / "fixtures" / "tasks", "builtin": None}
@@ -202,10 +204,13 @@ def assert_verdict(fixture: str, outcome: dict) -> None:
         assert (record["speedup_eager"] or 0) <= spec["max_speedup_eager"], record["timing_method"]
     if record["status"] == "correct":
         assert record["runtime_ms"] and record["runtime_ms"] > 0 and record["timing_method"]
+        # No speedup rests on an eager more than the tolerance above a clean process's, on either backend: however
+        # a candidate's process slowed eager, in some calls or all, the speedup gains that much at most.
+        if record["eager_ms"] is not None and record["eager_clean_ms"] is not None:
+            ceiling = record["eager_clean_ms"] * (1 + config.EAGER_CROSSCHECK_TOLERANCE)
+            assert record["eager_ms"] <= ceiling * (1 + 1e-9), f"{fixture}: {record['timing_method']}"
     if record["status"] == "correct" and record["backend"] == "cuda":
         # Every correct CUDA record has a runtime floor (NVML read in the parent) that its honest runtime respects.
-        from builder import config
-
         print(f"{fixture}: floor {record['floor_ms']} ms, speed_of_light {record['speed_of_light']}")
         assert record["floor_ms"] and record["floor_ms"] > 0, record["floor_ms"]
         assert 0 < record["speed_of_light"] < 1 / config.IMPLAUSIBLE_RUNTIME_FRACTION
