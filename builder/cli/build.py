@@ -59,6 +59,7 @@ def build(
 ) -> None:
     """Build (or resume) an archive: every finished kernel is committed to BUILD_DIR/archive.duckdb."""
     from builder.pipeline.build import BuildParams, parse_levels, run_build
+    from builder.verify.sandbox.bubblewrap import weak_isolation_warning
 
     llm_options = {"config_path": llm_config, "models": model or None, "base_url": base_url, "experiment": experiment}
     params = BuildParams(
@@ -78,6 +79,8 @@ def build(
         source=source,
         llm_options={k: v for k, v in llm_options.items() if v is not None},
     )
+    if warning := weak_isolation_warning():
+        typer.echo(warning, err=True)
     orchestrator = run_build(params, show_progress=not quiet)
     notes = list(dict.fromkeys(orchestrator.notes))
     for note in notes[:NOTES_SHOWN]:

@@ -48,6 +48,7 @@ def reverify(
     records.jsonl as it arrives, so a run that is cut off keeps its work and a rerun resumes after it. Exits 0
     when it ran; the report's first line says whether the archive held."""
     from builder.pipeline.reverify_run import REPORT_MD, ReverifyParams, run_reverify
+    from builder.verify.sandbox.bubblewrap import weak_isolation_warning
 
     params = ReverifyParams(
         dataset=dataset,
@@ -63,6 +64,8 @@ def reverify(
         restart=restart,
         report_only=report_only,
     )
+    if not report_only and (warning := weak_isolation_warning()):
+        typer.echo(warning, err=True)
     report, folder = run_reverify(params)
     typer.echo(f"{dataset}: {report['kernels']} kernel(s) re-verified on {report['backend']}; {report['verdict']}")
     typer.echo(f"report: {folder / REPORT_MD}")

@@ -53,7 +53,7 @@ def verify(
     from builder.verify.engine.preflight import preflight
     from builder.verify.engine.verifier import verify as run_verify
     from builder.verify.options import VerifyOptions
-    from builder.verify.sandbox import process as sandbox
+    from builder.verify.sandbox.bubblewrap import weak_isolation_warning
     from schemas import record_to_dict
 
     for name, value in (("--timeout", timeout), ("--compile-timeout", compile_timeout), ("--trials", trials)):
@@ -72,8 +72,8 @@ def verify(
         trials=trials if trials is not None else config.DEFAULT_TRIALS,
         profile=profile,
     )
-    if sandbox.resolve_isolation() == "process":
-        typer.echo("warning: bubblewrap is not usable here: candidates run with process isolation only", err=True)
+    if warning := weak_isolation_warning():
+        typer.echo(warning, err=True)
     preflight(options)  # the control kernel first: a broken sandbox or toolchain is one line, not a verdict
     record = run_verify(cand, chosen_task, options)
     # Printed records end up in issues and files: redacted of the builder's secrets as an archive's are.

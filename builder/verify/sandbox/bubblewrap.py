@@ -54,6 +54,20 @@ def resolve_isolation(requested: str | None = None) -> str:
     return "process"
 
 
+def weak_isolation_warning(requested: str | None = None) -> str | None:
+    """The one-line warning a command prints before it runs candidates without bubblewrap (None where they run
+    inside it): process isolation is a fresh process and a scrubbed environment only, so a candidate may write
+    wherever the builder's user may, and as root anywhere (the fixture that remounts the root wrote into the
+    repository's task folder so)."""
+    if resolve_isolation(requested) == "bwrap":
+        return None
+    reach = "anywhere on this machine, as root" if os.geteuid() == 0 else "wherever this user can"
+    return (
+        f"warning: bubblewrap is not usable here: candidates run with process isolation only and may write "
+        f'{reach}; install bubblewrap to sandbox them (docs/architecture.md, "Threat model")'
+    )
+
+
 def _gpu_device_nodes() -> list[str]:
     return sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri/*"))
 

@@ -188,6 +188,32 @@ def test_records_a_stand_in_made_are_stamped_with_its_name_and_the_real_engines_
         real.close()
 
 
+def test_build_and_reverify_say_when_candidates_run_without_bubblewrap(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from typer.testing import CliRunner
+
+    from builder.cli import app
+    from builder.pipeline import reverify_run
+    from builder.verify.sandbox import bubblewrap
+
+    done = SimpleNamespace(notes=[], counters=SimpleNamespace(stored=0, resumed=0, by_status={}))
+    monkeypatch.setattr(build_module, "run_build", lambda params, show_progress: done)
+    report = {"kernels": 0, "backend": "cpu", "verdict": "nothing to compare"}
+    monkeypatch.setattr(reverify_run, "run_reverify", lambda params: (report, tmp_path))
+    runner = CliRunner()
+    warned = "warning: bubblewrap is not usable here"
+    for usable in (False, True):
+        monkeypatch.setattr(bubblewrap, "bwrap_usable", lambda usable=usable: usable)
+        built = runner.invoke(app, ["build", "--out", str(tmp_path / f"b{usable}")])
+        reverified = runner.invoke(app, ["reverify", str(tmp_path)])
+        assert built.exit_code == reverified.exit_code == 0, (built.output, reverified.output)
+        assert (warned in built.output, warned in reverified.output) == (not usable, not usable)
+    monkeypatch.setattr(bubblewrap, "bwrap_usable", lambda: False)
+    report_only = runner.invoke(app, ["reverify", str(tmp_path), "--report-only"])  # runs no candidate
+    assert report_only.exit_code == 0 and warned not in report_only.output
+
+
 def test_the_workers_asked_for_on_the_command_line_reach_the_engines_options(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 

@@ -327,3 +327,16 @@ def test_resolve_isolation_rejects_unknown_names():
     with pytest.raises(ValueError):
         sandbox.resolve_isolation("docker")
     assert sandbox.resolve_isolation("process") == "process"
+
+
+def test_candidates_run_without_bubblewrap_are_named_in_one_warning_line(monkeypatch):
+    monkeypatch.setattr(bubblewrap, "bwrap_usable", lambda: True)
+    assert bubblewrap.weak_isolation_warning() is None
+    assert bubblewrap.weak_isolation_warning("process") is not None  # asked for: said all the same
+    monkeypatch.setattr(bubblewrap, "bwrap_usable", lambda: False)
+    monkeypatch.setattr(bubblewrap.os, "geteuid", lambda: 0)
+    as_root = bubblewrap.weak_isolation_warning()
+    assert as_root is not None and as_root.startswith("warning: bubblewrap is not usable here") and "\n" not in as_root
+    assert "anywhere on this machine, as root" in as_root
+    monkeypatch.setattr(bubblewrap.os, "geteuid", lambda: 1000)
+    assert "wherever this user can" in (bubblewrap.weak_isolation_warning() or "")
