@@ -57,8 +57,8 @@ def resolve_isolation(requested: str | None = None) -> str:
 def weak_isolation_warning(requested: str | None = None) -> str | None:
     """The one-line warning a command prints before it runs candidates without bubblewrap (None where they run
     inside it): process isolation is a fresh process and a scrubbed environment only, so a candidate may write
-    wherever the builder's user may, and as root anywhere (the fixture that remounts the root wrote into the
-    repository's task folder so)."""
+    wherever the builder's user may, and as root anywhere (tests/fixtures/candidates/python/
+    incorrect_escapes_read_only_root.py writes beside the task's file there)."""
     if resolve_isolation(requested) == "bwrap":
         return None
     reach = "anywhere on this machine, as root" if os.geteuid() == 0 else "wherever this user can"
