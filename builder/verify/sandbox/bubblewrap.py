@@ -64,7 +64,7 @@ def weak_isolation_warning(requested: str | None = None) -> str | None:
     reach = "anywhere on this machine, as root" if os.geteuid() == 0 else "wherever this user can"
     return (
         f"warning: bubblewrap is not usable here: candidates run with process isolation only and may write "
-        f'{reach}; install bubblewrap to sandbox them (docs/architecture.md, "Threat model")'
+        f'{reach}; install bubblewrap to sandbox them (docs/architecture.md, "Sandbox contract")'
     )
 
 
