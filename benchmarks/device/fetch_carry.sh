@@ -5,7 +5,9 @@
 # GPU box's Python (default 3.12). WITH_RAY=1 also writes .ray/ray-VERSION-core.tar.xz: Ray's wheel at .venv's
 # version without what a Python-only Ray never loads (Java's jars, the dashboard's web client, and the rllib, serve,
 # tune, train, llm and data libraries), xz-compressed, because the whole wheel (76 MiB) is more than a GPU box
-# can be sent.
+# can be sent. WITH_CLANG_TIDY=1 also writes .tidy/clang-tidy-VERSION.tar.xz: the clang-tidy wheel's package at
+# .venv's version without clang-apply-replacements, xz-compressed (30 MB against the wheel's 46 MB), so that it fits
+# beside the wheels and the builds on a GPU box can run clang-tidy too.
 set -euo pipefail
 python_version=${PYTHON_VERSION:-3.12}
 packages=(duckdb jsonschema jsonschema-specifications referencing rpds-py tenacity datasets dill multiprocess)
@@ -36,4 +38,16 @@ if [ "${WITH_RAY:-0}" = 1 ]; then
   tar -C "$scratch/site" -cJf ".ray/ray-$ray_version-core.tar.xz" .
   rm -rf "$scratch"
 fi
-ls .whl .deb $([ "${WITH_RAY:-0}" = 1 ] && echo .ray)
+if [ "${WITH_CLANG_TIDY:-0}" = 1 ]; then
+  tidy_version=$(.venv/bin/python -m pip show clang-tidy 2>/dev/null | awk '/^Version:/{print $2}')
+  [ -n "$tidy_version" ] || { echo "fetch_carry: clang-tidy is not in .venv (run 'make setup' first)" >&2; exit 2; }
+  scratch=$(mktemp -d)
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$python_version" --implementation cp \
+    "${platforms[@]}" -d "$scratch" "clang-tidy==$tidy_version"
+  mkdir -p "$scratch/site" .tidy
+  unzip -q "$scratch"/clang_tidy-*.whl -d "$scratch/site"
+  rm -f "$scratch/site/clang_tidy/data/bin/clang-apply-replacements"
+  tar -C "$scratch/site" -cJf ".tidy/clang-tidy-$tidy_version.tar.xz" .
+  rm -rf "$scratch"
+fi
+ls .whl .deb $([ "${WITH_RAY:-0}" = 1 ] && echo .ray) $([ "${WITH_CLANG_TIDY:-0}" = 1 ] && echo .tidy)
