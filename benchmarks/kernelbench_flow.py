@@ -29,6 +29,9 @@ EVAL_MODULES = ("kernelbench.eval", "src.eval")  # installed package; a checkout
 SEED = 42  # KernelBench's default seed_num
 CORRECT_TRIALS, PERF_TRIALS = 5, 100  # as many as this engine's default trials and timed calls
 KERNEL_TIMEOUT_S = 300.0  # one kernel's evaluation process, past which it is stopped and counted as failed
+# What KernelBench's result metadata says of a kernel it did not pass, kept as the verdict's `why`
+WHY_KEYS = ("compilation_error", "runtime_error", "correctness_issue", "max_difference", "avg_difference")
+WHY_CHARS = 300
 
 MODEL_NEW = '''
 
@@ -143,8 +146,19 @@ def _evaluate(module_name: str, reference: str, source: str, build_dir: str, dev
     )  # fmt: skip
     if result is None:  # KernelBench's answer where the build folder was busy (lock): no verdict
         return {"compiled": False, "correct": False, "why": "no result"}
-    return {"compiled": bool(getattr(result, "compiled", False)), "correct": bool(getattr(result, "correctness", False)),
-            "runtime_ms": getattr(result, "runtime", None)}  # fmt: skip
+    verdict = {"compiled": bool(getattr(result, "compiled", False)),
+               "correct": bool(getattr(result, "correctness", False)), "runtime_ms": getattr(result, "runtime", None)}  # fmt: skip
+    why = _why(getattr(result, "metadata", None))
+    if why and not verdict["correct"]:
+        verdict["why"] = why
+    return verdict
+
+
+def _why(metadata) -> str:
+    """KernelBench's own reasons for a verdict, from its result's metadata (its keys; values as text)."""
+    if not isinstance(metadata, dict):
+        return ""
+    return "; ".join(f"{key}: {metadata[key]}" for key in WHY_KEYS if key in metadata)[:WHY_CHARS]
 
 
 def side_by_side(pairs, records, engine_per_hour: float, count: int, compile_workers: int, work_dir: Path) -> list[str]:

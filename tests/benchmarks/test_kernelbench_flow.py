@@ -65,6 +65,8 @@ def test_the_flow_gives_each_kernel_its_verdict_and_stops_one_that_hangs(stand_i
     verdicts = result.verdicts
     assert verdicts["correct"]["compiled"] and verdicts["correct"]["correct"]
     assert verdicts["off"]["compiled"] and not verdicts["off"]["correct"]
+    assert verdicts["off"]["why"].startswith("correctness_issue: Output mismatch; max_difference: [")  # KernelBench's
+    assert "why" not in verdicts["correct"]
     assert not verdicts["hangs"]["correct"] and "timed out after 45 s" in verdicts["hangs"]["why"]
     assert not verdicts["broken"]["compiled"] and not verdicts["broken"]["correct"]
     assert result.kernels == 4 and (result.count("correct"), result.count("compiled")) == (1, 3)
