@@ -9,7 +9,8 @@ The block lies between `<!-- figures:begin -->` and `<!-- figures:end -->`. Its 
   builder commits that verified them, and the record fields of the current schema the sample lacks;
 - every `benchmarks/reports/*.json`, one a benchmark run: `kind`, `title`, `date`, `commit`, `gpu`, `command`,
   and the figures. A `reverify` report holds the keys of `kernel-archive reverify`'s report.json (`kernels`,
-  `verdicts`, `speedup`); a `throughput`, `scaling` or `cold_scaling` report holds `figures`. Reports transcribed
+  `verdicts`, `speedup`); a `throughput`, `scaling`, `cold_scaling` or `kernelbench` report holds `figures` (a
+  `kernelbench` report: this engine's pass and KernelBench's own flow over the first of its kernels). Reports transcribed
   from a log rather than written by their command say so in `transcribed`.
 
 docs/benchmarks.md lists the commands; a test runs `--check` against the real README.
@@ -81,8 +82,19 @@ def cold_scaling_line(report: dict) -> str:
     )
 
 
+def kernelbench_line(report: dict) -> str:
+    f = report["figures"]
+    ratio = f["engine_per_hour"] / f["kernelbench_per_hour"]
+    return (
+        f"**Against KernelBench's own flow, {report['title']}**: {ratio:.1f}x ({_count(f['engine_per_hour'])} "
+        f"verified kernels/hour from the start over {f['engine_kernels']} kernels, KernelBench's flow "
+        f"{_count(f['kernelbench_per_hour'])}/h over the first {f['kernelbench_kernels']} of them); verdicts "
+        f"{f['verdicts_agree']} of {f['kernelbench_kernels']} the same ({f['mix']})"
+    )
+
+
 KINDS = {"reverify": reverify_line, "throughput": throughput_line, "scaling": scaling_line,
-         "cold_scaling": cold_scaling_line}  # fmt: skip
+         "cold_scaling": cold_scaling_line, "kernelbench": kernelbench_line}  # fmt: skip
 
 
 def report_line(name: str, report: dict) -> str:

@@ -107,3 +107,15 @@ def test_a_report_of_an_unknown_kind_or_a_readme_without_markers_is_an_error(tmp
     (reports / "odd.json").unlink()
     assert readme_figures.main([*argv, "--schema", str(schema)]) == 2
     assert "no <!-- figures:begin -->" in capsys.readouterr().err
+
+
+def test_a_kernelbench_report_gives_the_ratio_of_its_two_rates(tmp_path):
+    report = {"kind": "kernelbench", "title": "one GPU, from a cold start", "date": "2026-01-04", "commit": "abc1234",
+              "gpu": "NVIDIA H200", "figures": {"engine_per_hour": 3000, "engine_kernels": 96, "kernelbench_per_hour": 200,
+                                                "kernelbench_kernels": 16, "verdicts_agree": 14, "mix": "the same mix"}}  # fmt: skip
+    block = readme_figures.render(write_reports(tmp_path / "reports", kb=report), None, tmp_path / "unused.json")
+    assert block == (
+        "- **Against KernelBench's own flow, one GPU, from a cold start**: 15.0x (3,000 verified kernels/hour from "
+        "the start over 96 kernels, KernelBench's flow 200/h over the first 16 of them); verdicts 14 of 16 the same "
+        "(the same mix). NVIDIA H200, commit `abc1234`, 2026-01-04 (`benchmarks/reports/kb.json`)."
+    )
