@@ -6,7 +6,7 @@
 # version without what a Python-only Ray never loads (Java's jars, the dashboard's web client, and the rllib, serve,
 # tune, train, llm and data libraries), xz-compressed, because the whole wheel (76 MiB) is more than a GPU box
 # can be sent. WITH_CLANG_TIDY=1 also writes .tidy/clang-tidy-VERSION.tar.xz: the clang-tidy wheel's package at
-# .venv's version without clang-apply-replacements, xz-compressed (30 MB against the wheel's 46 MB), so that it fits
+# .venv's version without clang-apply-replacements, xz-compressed (28 MB against the wheel's 46 MB), so that it fits
 # beside the wheels and the builds on a GPU box can run clang-tidy too.
 set -euo pipefail
 python_version=${PYTHON_VERSION:-3.12}

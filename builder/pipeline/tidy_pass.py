@@ -2,8 +2,8 @@
 
 GPU boxes often lack clang-tidy (the one that built data/sample had none), while clang-tidy only parses
 text. So the build records {"error": "clang-tidy not found ..."} and this pass, on any machine with the
-`clang-tidy` wheel, reads each such record's stored source, runs clang-tidy (subprocesses of this trusted process: the
-candidate is parsed, never compiled or run) and updates the record's `clang_tidy` and
+`clang-tidy` wheel, reads each such record's stored source, runs clang-tidy (subprocesses of this trusted
+process: the candidate is parsed, never compiled or run) and updates the record's `clang_tidy` and
 `clang_tidy_warnings`. Each record is committed as it finishes, so a killed pass resumes where it
 stopped; re-export the build afterwards to publish the new fields.
 
