@@ -1,6 +1,7 @@
 """KernelBench's own flow beside the throughput bench (`kernelbench_flow.py`), against a stand-in of KernelBench's
 `eval` module that runs on the host (tests/fixtures/kernelbench_stand_in): how it is found, the ModelNew source a
-bundled kernel becomes, the flow's verdicts and stopped kernels, and the lines the bench prints."""
+bundled kernel becomes, the flow's verdicts and stopped kernels, the lines the bench prints, and a kernel checked
+again by name (`kernelbench_recheck.py`)."""
 
 from __future__ import annotations
 
@@ -103,3 +104,41 @@ def test_the_bench_prints_both_rates_and_the_kernels_judged_otherwise(monkeypatc
     assert lines[0] == ("KernelBench's own flow (kernelbench.eval): 200 kernels/h over the first 2 of the same "
                         "kernels in 36.0 s (2 compiled, 2 correct); this engine 2,000/h from the start: 10.0x")  # fmt: skip
     assert lines[1].endswith("1 of 2") and "b-1" in lines[2]
+
+
+def naive_relu_pairs() -> list:
+    """The mix as `kernelbench_recheck` reads it, one kernel: the bundled CPU ReLU on task 1/19 at its CPU size."""
+    kernel = (ROOT / "data" / "candidates" / "cpu" / "level1" / "19_relu" / "naive.cpp").read_text()
+    return [
+        (SimpleNamespace(kernel_name="naive-0", source=kernel, language="cpp"), SimpleNamespace(source=relu_source()))
+    ]
+
+
+@pytest.mark.slow
+def test_a_kernel_is_checked_again_at_the_defaults_and_with_tf32_off(monkeypatch, stand_in, tmp_path, capsys):
+    import torch
+
+    from benchmarks import kernelbench_recheck as recheck
+
+    monkeypatch.setattr(recheck, "corpus", lambda backend, count, tasks: naive_relu_pairs())
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32  # put back after the test
+    try:
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = True
+        assert recheck.main(["naive-0", "--backend", "cpu", "--device", "cpu", "--out", str(tmp_path)]) == 0
+        assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+    verdict = "{'compiled': True, 'correct': True, 'runtime_ms': -1.0}"
+    assert capsys.readouterr().out.splitlines() == [f"defaults: naive-0: {verdict}", f"TF32 off: naive-0: {verdict}"]
+
+
+def test_a_recheck_names_what_it_cannot_find(monkeypatch, stand_in, capsys):
+    from benchmarks import kernelbench_recheck as recheck
+
+    monkeypatch.setattr(recheck, "corpus", lambda backend, count, tasks: naive_relu_pairs())
+    with pytest.raises(SystemExit) as stopped:
+        recheck.main(["naive-0", "fused-7", "--backend", "cpu", "--kernels", "4", "--tasks", "2"])
+    assert stopped.value.code == 2 and "not in a mix of 4 kernels over 2 tasks: fused-7" in capsys.readouterr().err
+    monkeypatch.setattr(recheck.flow, "find_eval_module", lambda: None)
+    assert recheck.main(["naive-0"]) == 2
+    assert capsys.readouterr().err.startswith("error: KernelBench is not importable")
