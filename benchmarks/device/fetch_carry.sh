@@ -10,12 +10,19 @@
 # beside the wheels and the builds on a GPU box can run clang-tidy too.
 set -euo pipefail
 python_version=${PYTHON_VERSION:-3.12}
+
+# The version .venv holds of package $1, or exit 2 with $2 as the way to install it.
+venv_version() {
+  local version
+  version=$(.venv/bin/python -m pip show "$1" 2>/dev/null | awk '/^Version:/{print $2}')
+  [ -n "$version" ] || { echo "fetch_carry: $1 is not in .venv ($2)" >&2; exit 2; }
+  echo "$version"
+}
+
 packages=(duckdb jsonschema jsonschema-specifications referencing rpds-py tenacity datasets dill multiprocess)
 pins=()
 for name in "${packages[@]}"; do
-  version=$(.venv/bin/python -m pip show "$name" 2>/dev/null | awk '/^Version:/{print $2}')
-  [ -n "$version" ] || { echo "fetch_carry: $name is not in .venv (run 'make setup' first)" >&2; exit 2; }
-  pins+=("$name==$version")
+  pins+=("$name==$(venv_version "$name" "run 'make setup' first")")
 done
 mkdir -p .whl .deb
 platforms=()
@@ -25,29 +32,30 @@ done
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$python_version" --implementation cp \
   "${platforms[@]}" -d .whl "${pins[@]}"
 (cd .deb && apt-get download -q bubblewrap)
-if [ "${WITH_RAY:-0}" = 1 ]; then
-  ray_version=$(.venv/bin/python -m pip show ray 2>/dev/null | awk '/^Version:/{print $2}')
-  [ -n "$ray_version" ] || { echo "fetch_carry: ray is not in .venv (pip install -e '.[ray]')" >&2; exit 2; }
+
+# Wheel $1 (pinned to $2) unpacked, the paths after $3 removed from it, and xz-compressed into the archive $3.
+trimmed_archive() {
+  local name=$1 pin=$2 archive=$3 scratch
+  shift 3
   scratch=$(mktemp -d)
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$python_version" --implementation cp \
-    "${platforms[@]}" -d "$scratch" "ray==$ray_version"
-  mkdir -p "$scratch/site" .ray
-  # unzip, not Python's zipfile: it keeps the executable bits of Ray's raylet and GCS server
-  unzip -q "$scratch"/ray-*.whl -d "$scratch/site"
-  (cd "$scratch/site" && rm -rf ray/jars ray/dashboard/client/build ray/rllib ray/serve ray/tune ray/train ray/llm ray/data)
-  tar -C "$scratch/site" -cJf ".ray/ray-$ray_version-core.tar.xz" .
+    "${platforms[@]}" -d "$scratch" "$name==$pin"
+  mkdir -p "$scratch/site" "$(dirname "$archive")"
+  # unzip, not Python's zipfile: it keeps the executable bits (Ray's raylet and GCS server, clang-tidy)
+  unzip -q "$scratch"/*.whl -d "$scratch/site"
+  (cd "$scratch/site" && rm -rf "$@")
+  tar -C "$scratch/site" -cJf "$archive" .
   rm -rf "$scratch"
+}
+
+if [ "${WITH_RAY:-0}" = 1 ]; then
+  ray_version=$(venv_version ray "pip install -e '.[ray]'")
+  trimmed_archive ray "$ray_version" ".ray/ray-$ray_version-core.tar.xz" \
+    ray/jars ray/dashboard/client/build ray/rllib ray/serve ray/tune ray/train ray/llm ray/data
 fi
 if [ "${WITH_CLANG_TIDY:-0}" = 1 ]; then
-  tidy_version=$(.venv/bin/python -m pip show clang-tidy 2>/dev/null | awk '/^Version:/{print $2}')
-  [ -n "$tidy_version" ] || { echo "fetch_carry: clang-tidy is not in .venv (run 'make setup' first)" >&2; exit 2; }
-  scratch=$(mktemp -d)
-  python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$python_version" --implementation cp \
-    "${platforms[@]}" -d "$scratch" "clang-tidy==$tidy_version"
-  mkdir -p "$scratch/site" .tidy
-  unzip -q "$scratch"/clang_tidy-*.whl -d "$scratch/site"
-  rm -f "$scratch/site/clang_tidy/data/bin/clang-apply-replacements"
-  tar -C "$scratch/site" -cJf ".tidy/clang-tidy-$tidy_version.tar.xz" .
-  rm -rf "$scratch"
+  tidy_version=$(venv_version clang-tidy "run 'make setup' first")
+  trimmed_archive clang-tidy "$tidy_version" ".tidy/clang-tidy-$tidy_version.tar.xz" \
+    clang_tidy/data/bin/clang-apply-replacements
 fi
 ls .whl .deb $([ "${WITH_RAY:-0}" = 1 ] && echo .ray) $([ "${WITH_CLANG_TIDY:-0}" = 1 ] && echo .tidy)
