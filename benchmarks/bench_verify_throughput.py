@@ -292,9 +292,8 @@ def main() -> None:
     if not 0 <= args.later_builds_nice <= 19:
         parser.error(f"--later-builds-nice: 0 to 19, not {args.later_builds_nice}")
     config.COMPILE_LATER_BUILDS_NICE = args.later_builds_nice
-    if args.urgent_builds < 0:
+    if args.urgent_builds is not None and args.urgent_builds < 0:
         parser.error(f"--urgent-builds: 0 or more, not {args.urgent_builds}")
-    config.COMPILE_URGENT_BUILDS = args.urgent_builds
     env = environment.environment_fields(backend)
     print(f"machine: {platform.node()} {os.cpu_count()} cores, {env['gpu_name']}, torch {env['torch_version']}, "
           f"cuda {env['cuda_version']}, nvcc {env['nvcc_version']}, isolation {resolve_isolation()}, evaluation "
@@ -302,7 +301,7 @@ def main() -> None:
           f"{'forked' if args.fork_references or config.FORK_REFERENCE_CHILDREN else 'exec-d'}, spare children "
           f"{'after the first reference' if refill_late else 'at once'}, nvcc's front ends "
           f"{'side by side' if config.NVCC_FRONT_ENDS_SIDE_BY_SIDE else 'in series'} for a stream's first "
-          f"{config.COMPILE_URGENT_BUILDS} builds, its later builds at niceness "
+          f"{args.urgent_builds if args.urgent_builds is not None else f'{config.urgent_builds_for(1)} (one GPU) or {config.urgent_builds_for(2)} (several)'} builds, its later builds at niceness "
           f"{config.COMPILE_LATER_BUILDS_NICE}")  # fmt: skip
     print(f"cores: {smt_line()}")
     started = time.perf_counter()
@@ -321,6 +320,7 @@ def main() -> None:
         return VerifyOptions(backend=backend, build_cache_dir=work / "builds", baseline_cache_dir=work / "baselines",
                              trials=config.DEFAULT_TRIALS, eval_workers=workers, profile=args.profile,
                              compile_workers=compile_workers, first_batch_size=args.first_batch,
+                             urgent_builds=args.urgent_builds,
                              engines=args.engines, fork_children=fork_children,
                              fork_references=True if args.fork_references else None,
                              refill_after_first_reference=refill_late)  # fmt: skip

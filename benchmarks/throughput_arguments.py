@@ -35,10 +35,10 @@ def throughput_arguments(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--later-builds-nice", type=int, default=config.COMPILE_LATER_BUILDS_NICE,
                         help="the niceness of a stream's builds after its first (the config's "
                              f"COMPILE_LATER_BUILDS_NICE, default {config.COMPILE_LATER_BUILDS_NICE}; 0: the usual)")  # fmt: skip
-    parser.add_argument("--urgent-builds", type=int, default=config.COMPILE_URGENT_BUILDS,
+    parser.add_argument("--urgent-builds", type=int, default=None,
                         help="builds of a stream's first window that are urgent: front ends side by side, the "
-                             f"usual priority (the config's COMPILE_URGENT_BUILDS, default "
-                             f"{config.COMPILE_URGENT_BUILDS})")  # fmt: skip
+                             f"usual priority (default: the config's rule, {config.urgent_builds_for(1)} on one GPU, "
+                             f"{config.urgent_builds_for(2)} on several)")  # fmt: skip
     parser.add_argument("--records", type=Path, default=None, help="append each run's records here, JSON lines")
     parser.add_argument("--profile", action="store_true", help="profiles on (ncu, torch profiler, clang-tidy)")
     longest = config.JUDGE_POLL_MAX_S

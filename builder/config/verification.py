@@ -158,10 +158,20 @@ CUDA_FAST_MATH_FLAG = "--use_fast_math"
 NVCC_FRONT_ENDS_SIDE_BY_SIDE = True
 # A stream's later builds run at this niceness: the first build and the evaluations get the cores first.
 COMPILE_LATER_BUILDS_NICE = 10
-# The builds of a stream's first window that are urgent (front ends side by side, the usual priority): its first
-# only. Its ramp's first three (1, 2, 4 kernels) urgent brought the next records sooner but not the run's end, and
-# once slowed the first build (docs/benchmarks.md, "The ramp's first builds urgent").
-COMPILE_URGENT_BUILDS = 1
+# The builds of a stream's first window that are urgent (front ends side by side, the usual priority). One GPU: its
+# first only. There its ramp's first three (1, 2, 4 kernels) urgent brought the next records sooner but not the
+# run's end (twelve workers still had a queue to work through), and once slowed the first build. Several GPUs: the
+# ramp's first three. There each engine's evaluation workers waited 10 s and more after its first record for the
+# ramp's builds of 2 and 4, ending with the larger builds beside them (docs/benchmarks.md, "The ramp's first builds
+# urgent" and "Two GPUs against one, from a cold start").
+COMPILE_URGENT_BUILDS_ONE_GPU, COMPILE_URGENT_BUILDS_SEVERAL_GPUS = 1, 3
+
+
+def urgent_builds_for(gpus: int) -> int:
+    """Urgent builds (`COMPILE_URGENT_BUILDS_*`) of a stream's first window that evaluates on `gpus` GPUs."""
+    return COMPILE_URGENT_BUILDS_SEVERAL_GPUS if gpus > 1 else COMPILE_URGENT_BUILDS_ONE_GPU
+
+
 # torch's nvcc dependency file (`--generate-dependencies-with-compile`) for builds in series: ninja reads it to rebuild
 # after a header changes, and a build directory, keyed by everything a build reads, is built once; but skipping it
 # saved nothing measurable (docs/benchmarks.md, "torch's nvcc dependency file"). A side-by-side build never writes it.

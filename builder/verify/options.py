@@ -31,6 +31,7 @@ class VerifyOptions:
     compile_workers: int | None = None  # None: the config's rule for the stream's cores and GPUs
     batch_size: int = config.COMPILE_BATCH_SIZE
     first_batch_size: int = config.COMPILE_FIRST_BATCH_SIZE  # a stream's first builds ramp up from it
+    urgent_builds: int | None = None  # its first window's first builds that are urgent; None: the config's rule
     prestart: int = config.EVAL_POOL_SIZE  # pre-started evaluation children per worker in stream()
     eval_workers: int | None = None  # evaluation workers per device in stream(); None: config's for the backend
     engines: int | None = None  # engine processes in stream(): None, one per GPU when several (1: this one only)
@@ -55,14 +56,17 @@ class VerifyOptions:
         return max(1, self.eval_workers if self.eval_workers is not None else default)
 
     def with_workers_for(self, cores: int, gpus: int, gpu_gib: float | None = None) -> VerifyOptions:
-        """These options with compile and evaluation workers fixed: the given ones, or the config's rules for a
-        stream that may run on `cores` cores and evaluates on `gpus` GPUs of `gpu_gib` GiB each
-        (`config.compile_workers_for`, `config.eval_workers_for`)."""
+        """These options with compile and evaluation workers, and the first window's urgent builds, fixed: the given
+        ones, or the config's rules for a stream that may run on `cores` cores and evaluates on `gpus` GPUs of
+        `gpu_gib` GiB each (`config.compile_workers_for`, `config.eval_workers_for`, `config.urgent_builds_for`)."""
         compile_workers = self.compile_workers or config.compile_workers_for(cores, gpus)
         eval_workers = self.eval_workers
         if eval_workers is None:
             eval_workers = config.eval_workers_for(cores, gpus if self.backend == "cuda" else 0, gpu_gib)
-        return replace(self, compile_workers=compile_workers, eval_workers=eval_workers)
+        urgent_builds = self.urgent_builds
+        if urgent_builds is None:
+            urgent_builds = config.urgent_builds_for(gpus if self.backend == "cuda" else 0)
+        return replace(self, compile_workers=compile_workers, eval_workers=eval_workers, urgent_builds=urgent_builds)
 
     def with_seeds(self) -> VerifyOptions:
         """These options with seeds fixed: the given ones, or `trials` fresh secret ones."""

@@ -170,7 +170,8 @@ class CompileStage(Stage):
                     self.built.send(Built(candidate, task, CompileResult(ok=True)))
             backend, keyed = self.options.backend, build_settings(self.options)
             first_batch_size = self.options.first_batch_size if number == 0 else None  # the start's ramp
-            urgent_builds = config.COMPILE_URGENT_BUILDS if number == 0 else 0  # the builds the device waits on
+            urgent = self.options.urgent_builds  # the builds the device waits on; the Verifier fixes it
+            urgent_builds = (config.urgent_builds_for(1) if urgent is None else urgent) if number == 0 else 0
             # The control kernel is built on its own: a build keeps no record until the control's has come
             # (pipeline/control_gate.py), and another member's compile error would build it a second time.
             alone = [index for index, (candidate, _) in enumerate(window) if _is_control(candidate, backend)]

@@ -114,6 +114,36 @@ def test_a_later_window_that_plans_sooner_queues_its_builds_after_the_earlier_wi
     assert drain(failures) == []
 
 
+@pytest.mark.parametrize("urgent_builds", [None, 0, 3])
+def test_the_first_windows_urgent_builds_are_the_streams_option_and_a_later_windows_none(tasks, monkeypatch,
+                                                                                          urgent_builds):  # fmt: skip
+    """An engine process of a stream over several GPUs gets the stream's option (the config's rule for them), not
+    its own one-GPU rule: the compile stage reads the option (None: one GPU's rule)."""
+    from builder import config
+
+    first, second = tasks
+    pairs = [(Candidate(task_id=task.id, source=f'extern "C" int k{n}() {{ return {n}; }}\n', language="cpp",
+                        kernel_name=f"k{n}"), task)
+             for n, task in enumerate([first, second] * 3)]  # fmt: skip
+    pairs.insert(2, WINDOW_END)  # a first window of two, then one of four
+    asked: list[bool] = []  # each build's urgency, in the order the one worker takes them
+
+    def build(self, source, language, tries=None, urgent=False):
+        asked.append(urgent)
+        return CompileResult(ok=True)
+
+    monkeypatch.setattr(CompileStage, "_build", build)
+    stop = threading.Event()
+    built: Channel[Built] = Channel(stop)
+    failures: Channel = Channel(stop)
+    options = VerifyOptions(backend="cpu", batch_size=8, compile_workers=1, urgent_builds=urgent_builds)
+    CompileStage(options, iter(pairs), built, Channel(stop), failures).start().join(timeout=60)
+    expected = config.urgent_builds_for(1) if urgent_builds is None else urgent_builds
+    assert asked == [True] * min(expected, 2) + [False] * (6 - min(expected, 2))
+    failures.close()
+    assert drain(failures) == []
+
+
 def test_the_prepare_stage_starts_references_on_cuda_only_and_baselines_always(tasks):
     class Recording:
         first_ended = threading.Event()
