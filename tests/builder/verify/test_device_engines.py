@@ -66,17 +66,17 @@ def test_evaluation_workers_follow_the_cores_and_gpus_unless_given():
 
 
 def test_urgent_first_builds_follow_the_gpus_unless_given():
-    # One GPU: only the first build is urgent. Several: the ramp's first three, whose records the engines wait for.
+    # One GPU: only the first build is urgent. Several: the ramp's first four, whose records the engines wait for.
     def urgent(cores, gpus, **given):
         return VerifyOptions(**given).with_workers_for(cores, gpus, 141.0).urgent_builds
 
     assert urgent(16, 1, backend="cuda") == 1
-    assert urgent(32, 2, backend="cuda") == urgent(64, 4, backend="cuda") == 3
+    assert urgent(32, 2, backend="cuda") == urgent(64, 4, backend="cuda") == 4
     assert urgent(64, 0, backend="cpu") == 1
     assert urgent(32, 2, backend="cuda", urgent_builds=0) == 0
     # Fixed once: an engine process of a two-GPU stream keeps the stream's rule on its one GPU.
     fixed = VerifyOptions(backend="cuda").with_workers_for(32, 2, 141.0)
-    assert fixed.with_workers_for(16, 1, 141.0).urgent_builds == 3
+    assert fixed.with_workers_for(16, 1, 141.0).urgent_builds == 4
 
 
 @pytest.mark.parametrize("engines", [None, 1])
