@@ -294,6 +294,11 @@ def main() -> None:
     config.COMPILE_LATER_BUILDS_NICE = args.later_builds_nice
     if args.urgent_builds is not None and args.urgent_builds < 0:
         parser.error(f"--urgent-builds: 0 or more, not {args.urgent_builds}")
+    urgent_text = (
+        args.urgent_builds
+        if args.urgent_builds is not None
+        else (f"{config.urgent_builds_for(1)} (one GPU) or {config.urgent_builds_for(2)} (several GPUs)")
+    )
     env = environment.environment_fields(backend)
     print(f"machine: {platform.node()} {os.cpu_count()} cores, {env['gpu_name']}, torch {env['torch_version']}, "
           f"cuda {env['cuda_version']}, nvcc {env['nvcc_version']}, isolation {resolve_isolation()}, evaluation "
@@ -301,7 +306,7 @@ def main() -> None:
           f"{'forked' if args.fork_references or config.FORK_REFERENCE_CHILDREN else 'exec-d'}, spare children "
           f"{'after the first reference' if refill_late else 'at once'}, nvcc's front ends "
           f"{'side by side' if config.NVCC_FRONT_ENDS_SIDE_BY_SIDE else 'in series'} for a stream's first "
-          f"{args.urgent_builds if args.urgent_builds is not None else f'{config.urgent_builds_for(1)} (one GPU) or {config.urgent_builds_for(2)} (several)'} builds, its later builds at niceness "
+          f"{urgent_text} builds, its later builds at niceness "
           f"{config.COMPILE_LATER_BUILDS_NICE}")  # fmt: skip
     print(f"cores: {smt_line()}")
     started = time.perf_counter()
