@@ -161,10 +161,11 @@ COMPILE_LATER_BUILDS_NICE = 10
 # The builds of a stream's first window that are urgent (front ends side by side, the usual priority). One GPU: its
 # first only. There its ramp's first three (1, 2, 4 kernels) urgent brought the next records sooner but not the
 # run's end (twelve workers still had a queue to work through), and once slowed the first build. Several GPUs: the
-# ramp's first four, 15 kernels, enough to keep an engine's evaluation workers busy until its larger builds end.
-# There, with only the first urgent, each engine's workers waited 10 s and more after its first record for the
-# ramp's builds of 2, 4 and 8, which ended beside the larger builds (docs/benchmarks.md, "The ramp's first builds
-# urgent" and "Two GPUs against one, from a cold start").
+# ramp's first four, 15 kernels for an engine's eight evaluation workers while its larger builds run. There, with
+# only the first urgent, each engine's workers waited 10 s and more after its first record for the ramp's builds of
+# 2, 4 and 8, which ended beside the larger builds; on one GPU's 16 cores (an engine's share) the four urgent ended
+# those builds 12-15 s sooner without slowing the first (docs/benchmarks.md, "The ramp's first builds urgent, one
+# GPU" and "Two GPUs against one, from a cold start").
 COMPILE_URGENT_BUILDS_ONE_GPU, COMPILE_URGENT_BUILDS_SEVERAL_GPUS = 1, 4
 
 
