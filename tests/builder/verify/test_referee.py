@@ -62,12 +62,16 @@ def sleeping_window(module, seconds: float, timer=timing.CallTimer, serve=None, 
 
 
 def test_claimed_times_the_parents_clock_cannot_account_for_are_a_timing_mismatch(module):
-    lying = sleeping_window(module, 0.005, timer=ShortClaims)
+    # 20 ms calls claimed as 1 ms: 19 ms a call the claims leave out. On the CPU each timed call also writes the
+    # 64 MiB cache flush, whose time on a shared 2-core machine spreads by several ms between half-blocks, and the
+    # referee allows 1.5 of eager's interquartile ranges for it (config.TIMING_ACCOUNT_NOISE_IQRS): a 5 ms call
+    # claimed as 0.25 ms left out less than that allowance on such a machine, and passed in 6 of 9 runs.
+    lying = sleeping_window(module, 0.020, timer=ShortClaims)
     assert "timing_mismatch" in lying["verdict"].flags
     assert "more beyond the claimed times than for PyTorch eager" in lying["verdict"].flags["timing_mismatch"]
-    honest_window = sleeping_window(module, 0.005)
+    honest_window = sleeping_window(module, 0.020)
     assert not honest_window["verdict"].flags, honest_window["verdict"].flags
-    assert honest_window["runtime"]["median_ms"] == pytest.approx(5.0, rel=0.8)
+    assert honest_window["runtime"]["median_ms"] == pytest.approx(20.0, rel=0.5)
 
 
 class StallingLink:
