@@ -117,8 +117,9 @@ def test_a_later_window_that_plans_sooner_queues_its_builds_after_the_earlier_wi
 @pytest.mark.parametrize("urgent_builds", [None, 0, 3])
 def test_the_first_windows_urgent_builds_are_the_streams_option_and_a_later_windows_none(tasks, monkeypatch,
                                                                                           urgent_builds):  # fmt: skip
-    """An engine process of a stream over several GPUs gets the stream's option (the config's rule for them), not
-    its own one-GPU rule: the compile stage reads the option (None: one GPU's rule)."""
+    """The compile stage makes its first window's first `urgent_builds` builds urgent, from the option (which an
+    engine process inherits from its stream: test_device_engines.py; None: one GPU's rule), and none of a later
+    window's."""
     from builder import config
 
     first, second = tasks
