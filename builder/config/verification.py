@@ -89,6 +89,17 @@ REFERENCE_TIMEOUT_S = 600.0  # the clean reference child (verify/child/reference
 # small count: a stream back to more tasks than it held recomputed one per candidate (measured 2026-11-26).
 REFERENCE_CACHE_TASKS, REFERENCE_CACHE_BYTES, REFERENCE_CACHE_MIN_FREE_BYTES = 1024, 64 << 30, 8 << 30
 REFERENCE_CACHE_MEMORY_SHARE = 0.25  # of the machine's memory, where the references' files live in memory
+# The disk the parent's scratch is on holds the clean references' files and the evaluation children's outputs
+# (engine/disk_room.py). References take at most this share of its free space as a stream starts (an engine among N
+# a Nth of it); an evaluation child starts only where the rest has room for its task's outputs (its reference's
+# bytes times EVAL_SCRATCH_OVER_REFERENCE: the child writes the outputs its reference holds, or fewer), above
+# DISK_FLOOR_BYTES left for builds and logs. Measured 2026-12-01 on a one-H200 machine (64 GB free): references
+# ahead of need took about 46 GB, twelve children's outputs of levels 2 and 3 up to 16 GB, and six honest kernels
+# failed "No space left on device".
+REFERENCE_CACHE_DISK_SHARE = 0.5
+EVAL_SCRATCH_OVER_REFERENCE = 1.25
+DISK_FLOOR_BYTES = 2 << 30
+DISK_ROOM_POLL_S = 0.25  # how often a child waiting for room looks again (space others free is seen then too)
 REFERENCE_SHARE_PREFIX = "ka-shared-reference-"  # a reference one engine shares with another (clean_reference.py)
 REFERENCE_FILE_MAX_BYTES = 32 << 30
 OUTPUTS_FILE_SLACK_BYTES = 16 << 20  # a candidate's outputs file may exceed twice its expected size by this

@@ -35,6 +35,7 @@ class VerifyOptions:
     prestart: int = config.EVAL_POOL_SIZE  # pre-started evaluation children per worker in stream()
     eval_workers: int | None = None  # evaluation workers per device in stream(); None: config's for the backend
     engines: int | None = None  # engine processes in stream(): None, one per GPU when several (1: this one only)
+    disk_share: float = 1.0  # of the scratch disk's room for this stream (an engine among N: 1/N)
     child_module: str = CHILD_MODULE  # the untrusted-side entry point (tests point it at a fake)
     fork_children: bool | None = None  # evaluation children forked from a zygote in stream(); None: config's
     fork_references: bool | None = None  # clean reference children forked from the zygote; None: config's

@@ -27,7 +27,9 @@ import psutil
 from builder import config
 from builder.tasks import Task
 from builder.verify import environment, milestones
+from builder.verify.engine import disk_room
 from builder.verify.engine.children import build_job, run_in_turn
+from builder.verify.engine.disk_room import DiskRoom
 from builder.verify.judge.referee import choose_timed_samples
 from builder.verify.protocol import tensor_files
 from builder.verify.protocol.plan import job_counts, public_manifest, timing_seeds
@@ -77,14 +79,19 @@ class ReferenceCache:
 
     Kept as files, the least recently used dropped first: once more than `capacity` are held, their files hold
     more than `capacity_bytes`, or the disk they are on has less than `min_free_bytes` free. The newest is always
-    kept (its candidates wait for it). Where the files live in memory (a tmpfs /tmp), they hold at most
+    kept (its candidates wait for it). Their files hold at most `REFERENCE_CACHE_DISK_SHARE` of `disk_share` of
+    the disk's free space as the cache starts: the evaluation children write their outputs beside them, each once
+    `room` has space for it (`disk_room.py`). Where the files live in memory (a tmpfs /tmp), they hold at most
     `REFERENCE_CACHE_MEMORY_SHARE` of the machine's memory: the children need the rest."""
 
     def __init__(self, capacity: int = config.REFERENCE_CACHE_TASKS, capacity_bytes: int = config.REFERENCE_CACHE_BYTES,
-                 min_free_bytes: int = config.REFERENCE_CACHE_MIN_FREE_BYTES) -> None:  # fmt: skip
+                 min_free_bytes: int = config.REFERENCE_CACHE_MIN_FREE_BYTES, disk_share: float = 1.0) -> None:  # fmt: skip
         self.capacity, self.capacity_bytes, self.min_free_bytes = capacity, capacity_bytes, min_free_bytes
         # Private to this process: never bound into a candidate's sandbox.
         self.root = Path(tempfile.mkdtemp(prefix="ka-references-"))
+        self.room = DiskRoom(self.root.parent, disk_share)  # the evaluation children's scratch is beside it
+        on_disk = int(disk_room.free_bytes(self.root) * config.REFERENCE_CACHE_DISK_SHARE * self.room.share)
+        self.capacity_bytes = min(self.capacity_bytes, on_disk)
         if in_memory(self.root):
             memory = psutil.virtual_memory().total
             self.capacity_bytes = min(self.capacity_bytes, int(memory * config.REFERENCE_CACHE_MEMORY_SHARE))
@@ -92,6 +99,7 @@ class ReferenceCache:
         self._entries: OrderedDict[str, CleanReference] = OrderedDict()
         self._locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
+        self.largest_bytes = 0  # the largest reference's files held so far: what the next one reserves
         self.computed = 0
         self.adopted = 0  # references taken from another engine's `share`, not computed here
         self.compute_s = 0.0  # wall seconds of the reference children run so far
@@ -120,7 +128,9 @@ class ReferenceCache:
             directory = self.root / key[:24]
             milestones.mark("first_reference_started")  # against first_window_received: when the first one began
             try:
-                reference = compute_clean_reference(task, options, directory, cancel)
+                # Its files are not known before it ends: it reserves as much room as the largest held so far.
+                with self.room.reserved(self.largest_bytes):
+                    reference = compute_clean_reference(task, options, directory, cancel)
             finally:
                 self.first_ended.set()
             self.computed += 1
@@ -137,6 +147,7 @@ class ReferenceCache:
         it does, and it counts against the cache's bounds."""
         weakref.finalize(reference, shutil.rmtree, str(directory), True)
         reference.owner, reference.file_bytes = self, file_bytes
+        self.largest_bytes = max(self.largest_bytes, file_bytes)
         with self._lock:
             self._entries[key] = reference
             self._evict()
@@ -152,6 +163,10 @@ class ReferenceCache:
             _, dropped = self._entries.popitem(last=False)
             held, free = held - dropped.file_bytes, free + dropped.file_bytes
             log.debug("clean reference dropped from the cache (%d bytes): %d held", dropped.file_bytes, held)
+
+    def scratch_bytes(self, reference: CleanReference) -> int:
+        """The room an evaluation child against `reference` reserves for its outputs."""
+        return int(reference.file_bytes * config.EVAL_SCRATCH_OVER_REFERENCE)
 
     def prewarm(self, task: Task, options: VerifyOptions, executor: Any, cancel: threading.Event | None = None) -> None:
         """Compute the task's reference now, in a parallel child, rather than when its first candidate reaches

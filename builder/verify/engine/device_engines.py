@@ -31,6 +31,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -124,7 +125,9 @@ class EngineFleet:
             self.engines.append(EngineHandle.spawn(index, share))
 
     def start(self, options: VerifyOptions, facts: dict[str, Any]) -> None:
-        """Tell every engine its options and the machine's facts (`environment.known_facts`)."""
+        """Tell every engine its options and the machine's facts (`environment.known_facts`). The engines share
+        one disk for their scratch: each has its share of the room (`disk_room.py`)."""
+        options = replace(options, disk_share=options.disk_share / max(len(self.engines), 1))
         for engine in self.engines:
             engine.start(options, facts)
 

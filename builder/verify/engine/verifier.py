@@ -75,7 +75,7 @@ class Verifier:
         if self.options.backend == "cuda" and not self.engine_devices:  # engine processes keep their own
             keep_timing_cores(self._devices(), config.TIMING_CORES_PER_GPU)
         self.baselines = BaselineCache(self.options.baseline_cache_dir)
-        self.references = ReferenceCache()
+        self.references = ReferenceCache(disk_share=self.options.disk_share)
         self._built: UnstartedWork | None = None  # the running stream's built pairs no worker has taken
 
     def preflight(self) -> None:

@@ -132,12 +132,41 @@ def test_a_filesystem_in_memory_is_told_by_the_mount_with_the_longest_prefix(mon
 
 
 def test_references_in_memory_hold_a_share_of_it_at_most(monkeypatch):
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(clean_reference.shutil, "disk_usage", lambda path: usage(1 << 50, 0, 1 << 50))
     memory = namedtuple("memory", "total")
     monkeypatch.setattr(clean_reference.psutil, "virtual_memory", lambda: memory(64 << 30))
     monkeypatch.setattr(clean_reference, "in_memory", lambda path: True)
     assert ReferenceCache().capacity_bytes == int((64 << 30) * config.REFERENCE_CACHE_MEMORY_SHARE)
     monkeypatch.setattr(clean_reference, "in_memory", lambda path: False)
     assert ReferenceCache().capacity_bytes == config.REFERENCE_CACHE_BYTES
+
+
+def test_references_on_a_disk_hold_a_share_of_its_free_space_and_an_engine_among_n_a_nth_of_that(monkeypatch):
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(clean_reference.shutil, "disk_usage", lambda path: usage(100 << 30, 36 << 30, 64 << 30))
+    monkeypatch.setattr(clean_reference, "in_memory", lambda path: False)
+    share = config.REFERENCE_CACHE_DISK_SHARE
+    assert ReferenceCache().capacity_bytes == int((64 << 30) * share) < config.REFERENCE_CACHE_BYTES
+    assert ReferenceCache(disk_share=0.25).capacity_bytes == int((64 << 30) * share * 0.25)
+
+
+def test_a_reference_being_computed_reserves_room_for_as_much_as_the_largest_held(computed, tasks, options,
+                                                                                    monkeypatch):  # fmt: skip
+    cache = ReferenceCache()
+    asked = []
+    reserved = cache.room.reserved
+
+    def spy(nbytes):
+        asked.append(nbytes)
+        return reserved(nbytes)
+
+    monkeypatch.setattr(cache.room, "reserved", spy)
+    cache.get(tasks[0], options)
+    cache.get(tasks[1], options)
+    assert asked == [0, REFERENCE_BYTES] and cache.scratch_bytes(cache.get(tasks[1], options)) == int(
+        REFERENCE_BYTES * config.EVAL_SCRATCH_OVER_REFERENCE
+    )
 
 
 def test_a_mount_table_that_cannot_be_read_leaves_the_byte_bound(monkeypatch):

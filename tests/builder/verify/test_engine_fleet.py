@@ -193,3 +193,13 @@ def test_the_stream_fails_when_every_engine_ended_before_the_last_pair_was_hande
     fleet.serve(fleet.engines[0])
     with pytest.raises(RuntimeError, match="every engine process ended"):
         list(fleet.records())
+
+
+def test_each_engine_is_told_its_share_of_the_scratch_disk():
+    from builder.verify.options import VerifyOptions
+
+    fleet = fleet_of(0, 0, 0, 0)
+    fleet.start(VerifyOptions(backend="cuda"), facts={})
+    told = [engine.connection.sent[0][1] for engine in fleet.engines]
+    assert [options.disk_share for options in told] == [0.25] * 4
+    assert [options.engines for options in told] == [1] * 4

@@ -171,10 +171,42 @@ def test_a_child_whose_sandbox_did_not_start_is_no_record_when_the_control_fails
     assert control["runs"] == 1
 
 
-def test_a_candidate_that_only_says_the_sandbox_failed_gets_its_own_crash(task, options, control):
+@pytest.fixture
+def evaluations(monkeypatch):
+    """The evaluation children run, counted; `first` replaces the first one's outcome where the test sets it."""
+    from builder.verify.engine import one_kernel
+
+    state = {"runs": 0, "first": None}
+    real = one_kernel.run_judged
+
+    def counted(job, scratch, options, reference, pooled=None):
+        state["runs"] += 1
+        if state["runs"] == 1 and state["first"] is not None:
+            return state["first"]
+        return real(job, scratch, options, reference, pooled)
+
+    monkeypatch.setattr(one_kernel, "run_judged", counted)
+    return state
+
+
+def test_a_candidate_that_only_says_the_sandbox_failed_gets_its_own_crash(task, options, control, evaluations):
     control["answer"] = None  # the control passes: the machinery works, the candidate printed the line
     record = verify(fake_candidate(task, {"do": "no_result", "stderr": BWRAP_LINE}), task, options)
     assert record.status == "crash" and "bwrap: execvp" in record.error and control["runs"] == 1
+    assert evaluations["runs"] == 2  # evaluated once more; the second look's crash is its own
+
+
+def test_a_disk_full_for_a_while_is_not_the_candidates_failure(task, options, control, evaluations):
+    """Other children's files filled the disk, then went: the control passes by the time it is asked, and the
+    candidate, evaluated once more, gets the verdict it earns."""
+    control["answer"] = None
+    full = "SafetensorError: Error while serializing: I/O error: No space left on device (os error 28)"
+    evaluations["first"] = (
+        {"status": "runtime_error", "error": full, "flags": []},
+        ChildOutcome(0, None, False, "", "", 1.0, "process"),
+    )
+    record = verify(fake_candidate(task, {"status": "correct"}), task, options)
+    assert record.status == "correct" and evaluations["runs"] == 2 and control["runs"] == 1
 
 
 def test_a_compile_the_machinery_failed_is_no_record_and_one_it_did_not_is_built_again(task, options, control,
