@@ -93,9 +93,9 @@ REFERENCE_CACHE_MEMORY_SHARE = 0.25  # of the machine's memory, where the refere
 # (engine/disk_room.py). References take at most this share of its free space as a stream starts (an engine among N
 # a Nth of it); an evaluation child starts only where the rest has room for its task's outputs (its reference's
 # bytes times EVAL_SCRATCH_OVER_REFERENCE: the child writes the outputs its reference holds, or fewer), above
-# DISK_FLOOR_BYTES left for builds and logs. Measured 2026-12-01 on a one-H200 machine (64 GB free): references
-# ahead of need took about 46 GB, twelve children's outputs of levels 2 and 3 up to 16 GB, and six honest kernels
-# failed "No space left on device".
+# DISK_FLOOR_BYTES left for builds and logs. Measured 2026-12-01 on a one-H200 machine (64 GB free), re-verifying
+# the sample's levels 2 and 3 without these bounds: about 46 GB beside twelve children's outputs of up to 16 GB,
+# 2.1 GB left free, and six honest kernels failed "No space left on device" (docs/benchmarks.md).
 REFERENCE_CACHE_DISK_SHARE = 0.5
 EVAL_SCRATCH_OVER_REFERENCE = 1.25
 DISK_FLOOR_BYTES = 2 << 30
