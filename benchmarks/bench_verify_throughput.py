@@ -229,6 +229,8 @@ def measure_stream(
                 (after.stopping_s - before.stopping_s) / n * 1000,
             f"{label}: clean references computed per task": verifier.references.computed / tasks,
             f"{label}: clean reference s/task": verifier.references.compute_s / tasks,
+            f"{label}: children that waited for room on the scratch disk": verifier.references.room.waits,
+            f"{label}: waiting for room on the scratch disk s": verifier.references.room.waited_s,
             f"{label}: measured baselines s/task": owned.get("baseline", 0.0) / tasks,
             f"{label}: baseline children wall s (mean)":
                 statistics.mean(verifier.baselines.children_s) if verifier.baselines.children_s else float("nan"),

@@ -30,7 +30,9 @@ def engine_lines(totals: dict, started: float) -> list[str]:
             f"{gate.get('shared_s', 0.0) / n:.2f}, owners waiting {gate.get('owner_wait_s', 0.0) / n:.2f}, unowned "
             f"while an owner waited {gate.get('drain_s', 0.0) / n:.2f}, held by nobody {gate.get('unheld_s', 0.0) / n:.2f};"
             f" checks yielded per kernel {gate.get('yields', 0) / n:.2f}; stopping and continuing members "
-            f"{gate.get('stopping_s', 0.0) / n * 1000:.1f} ms"]  # fmt: skip
+            f"{gate.get('stopping_s', 0.0) / n * 1000:.1f} ms",
+            f"children that waited for room on the scratch disk: {totals.get('disk_room_waits', 0)}, "
+            f"{totals.get('disk_room_waited_s', 0.0):.1f} s in all"]  # fmt: skip
 
 
 def ready_times(ready: list[float]) -> str:

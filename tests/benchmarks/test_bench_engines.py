@@ -29,6 +29,9 @@ def test_an_engines_totals_read_as_figures_from_the_runs_start():
     assert lines[4] == ("device s/kernel: timing windows 0.32, held shared 0.42, owners waiting 0.50, unowned while "
                         "an owner waited 0.10, held by nobody 0.03; checks yielded per kernel 1.20; stopping and continuing "
                         "members 13.5 ms")  # fmt: skip
+    assert lines[5] == "children that waited for room on the scratch disk: 0, 0.0 s in all"
+    waited = figures.engine_lines({**TOTALS, "disk_room_waits": 3, "disk_room_waited_s": 4.25}, started=100.0)
+    assert waited[5] == "children that waited for room on the scratch disk: 3, 4.2 s in all"
 
 
 def test_an_engine_stopped_before_its_streams_end_says_so():

@@ -147,8 +147,8 @@ class ReferenceCache:
         it does, and it counts against the cache's bounds."""
         weakref.finalize(reference, shutil.rmtree, str(directory), True)
         reference.owner, reference.file_bytes = self, file_bytes
-        self.largest_bytes = max(self.largest_bytes, file_bytes)
         with self._lock:
+            self.largest_bytes = max(self.largest_bytes, file_bytes)
             self._entries[key] = reference
             self._evict()
         return reference

@@ -31,7 +31,7 @@ class DiskRoom:
         self.path, self.share, self.floor_bytes = Path(path), max(min(share, 1.0), 0.0), floor_bytes
         self._reserved = 0
         self._changed = threading.Condition()
-        self.waits = 0  # children that waited for room, and for how long in all (the bench's view)
+        self.waits = 0  # children that waited for room, and how long in all (the bench's figures, engine totals)
         self.waited_s = 0.0
 
     def room(self) -> int:

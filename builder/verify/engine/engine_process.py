@@ -68,6 +68,7 @@ def engine_totals(verifier: Verifier, started_at: float, records: int, last_reco
             "milestones": milestones.marks(), "gate": asdict(gate),
             "references": verifier.references.computed, "reference_s": verifier.references.compute_s,
             "references_adopted": verifier.references.adopted,
+            "disk_room_waits": verifier.references.room.waits, "disk_room_waited_s": verifier.references.room.waited_s,
             "reference_ready_at": list(verifier.references.ready_at),
             "baseline_children_s": list(verifier.baselines.children_s)}  # fmt: skip
 
