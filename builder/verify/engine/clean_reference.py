@@ -29,7 +29,6 @@ from builder.tasks import Task
 from builder.verify import environment, milestones
 from builder.verify.engine import disk_room
 from builder.verify.engine.children import build_job, run_in_turn
-from builder.verify.engine.disk_room import DiskRoom
 from builder.verify.judge.referee import choose_timed_samples
 from builder.verify.protocol import tensor_files
 from builder.verify.protocol.plan import job_counts, public_manifest, timing_seeds
@@ -89,7 +88,7 @@ class ReferenceCache:
         self.capacity, self.capacity_bytes, self.min_free_bytes = capacity, capacity_bytes, min_free_bytes
         # Private to this process: never bound into a candidate's sandbox.
         self.root = Path(tempfile.mkdtemp(prefix="ka-references-"))
-        self.room = DiskRoom(self.root.parent, disk_share)  # the evaluation children's scratch is beside it
+        self.room = disk_room.DiskRoom(self.root.parent, disk_share)  # the evaluation children's scratch is beside it
         on_disk = int(disk_room.free_bytes(self.root) * config.REFERENCE_CACHE_DISK_SHARE * self.room.share)
         self.capacity_bytes = min(self.capacity_bytes, on_disk)
         if in_memory(self.root):

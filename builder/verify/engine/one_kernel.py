@@ -136,6 +136,10 @@ def start_evaluation(compiled: CompileResult, candidate: Candidate, task: Task, 
         record = verdict.assemble_record(base, status=status, error=compiled.error, static_notes=static_notes,
                                          extra=extra)  # fmt: skip
         return Evaluated(record=attach_profiles(record, candidate, task, options, compiled))
+    # Where a failure looks like the machinery's and the control passes now, the candidate is evaluated once more
+    # in a fresh child (its reference computed again where that failed), and what that gives is its own.
+    once_more_as_own = functools.partial(start_evaluation, compiled, candidate, task,
+                                         replace(options, suspects_are_own=True), None, references, confirm)  # fmt: skip
     cache = references or process_reference_cache()
     reference = cache.get(task, options)
     if reference.error:  # the task's reference failed in a clean process: nothing to judge against
@@ -144,9 +148,8 @@ def start_evaluation(compiled: CompileResult, candidate: Candidate, task: Task, 
         suspect = None if options.suspects_are_own else suspect_text(reference.error)
         if suspect and (why := machinery_fails(suspect, options, time.monotonic() - reference.compute_s, confirm)):
             return Evaluated(candidate=candidate, task=task, options=options, infrastructure=why)
-        if suspect:  # the control passes now: the reference (not kept) computed once more, and what it gives stands
-            return start_evaluation(compiled, candidate, task, replace(options, suspects_are_own=True), None,
-                                    references, confirm)  # fmt: skip
+        if suspect:  # the failed reference was not kept: computed once more
+            return once_more_as_own()
         record = verdict.assemble_record(base, status="runtime_error", error=reference.error,
                                          static_notes=static_notes, extra=extra)  # fmt: skip
         return Evaluated(record=attach_profiles(record, candidate, task, options, compiled))
@@ -168,12 +171,10 @@ def start_evaluation(compiled: CompileResult, candidate: Candidate, task: Task, 
     if suspect and (why := machinery_fails(suspect, options, time.monotonic() - outcome.wall_s, confirm)):
         return Evaluated(candidate=candidate, task=task, options=options, infrastructure=why)
     if suspect:
-        # The control passes now, but the failure may have been the machinery's for a while (a disk that others'
-        # files filled, then freed): evaluated once more in a fresh child, and what that gives is the candidate's
-        # own. A candidate that only prints such a line gains one more evaluation.
+        # The failure may have been the machinery's for a while (a disk that others' files filled, then freed). A
+        # candidate that only prints such a line gains one more evaluation.
         log.info("%s: %s; the control kernel passes: evaluated once more", candidate.kernel_name, suspect)
-        return start_evaluation(compiled, candidate, task, replace(options, suspects_are_own=True), None,
-                                references, confirm)  # fmt: skip
+        return once_more_as_own()
     extra["device_connections"] = work_queues.queues(options)
     extra["eval_s"] = outcome.wall_s
     extra["isolation"] = outcome.isolation
