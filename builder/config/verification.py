@@ -80,7 +80,6 @@ EAGER_SLOWED_TOLERANCE = {"cuda": 0.5, "cpu": 1.0}
 # inputs a kernel may legally skip in part and writes left in L2 when it ends; an honest memory-bound kernel
 # reaches 0.8-0.9 of the floor.
 IMPLAUSIBLE_RUNTIME_FRACTION = 0.5
-SIDE_STREAM_TOLERANCE = 0.5  # share of the device's work after a call returns that its stream's events may miss
 
 # --- sandbox -----------------------------------------------------------------------------------
 RUN_TIMEOUT_S = 300.0
@@ -327,8 +326,8 @@ POISON_CPU_BUDGET_BYTES = 64 << 20
 CPU_MALLOC_MMAP_THRESHOLD = 32 << 20
 CPU_MALLOC_TRIM_THRESHOLD = 1 << 30
 CPU_CACHE_FLUSH_BYTES = 64 << 20  # written before each timed CPU call (larger than common L3 slices)
-SIDE_STREAM_CALLS = 5  # calls whose event time is compared with a synchronized host clock
-SIDE_STREAM_MIN_GAP_MS = 0.05  # a smaller gap between that work and the events is the clocks' noise
+SIDE_STREAM_CALLS = 5  # calls whose median wait past the calling stream's work is weighed (and as many empty ones)
+SIDE_STREAM_MIN_GAP_MS = 0.05  # a shorter wait past the calling stream than an empty call's is the clocks' noise
 # The stream-order probe (`verify/child/stream_order.py`): the device spin before the call (about 10 ms at 2 GHz), how
 # many times it is lengthened (x4) while the host's launch of the call outlasts it, and by how much it must.
 STREAM_ORDER_SPIN_CYCLES = 20_000_000

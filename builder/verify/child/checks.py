@@ -173,7 +173,7 @@ class CandidateRun:
         self.notes.setdefault(name, why)
 
     def time_side_stream(self) -> None:
-        """The side-stream check's clock half: it compares event time with a host clock, which other processes
+        """The side-stream check's clock half: it weighs a host clock's wait on the device, which other processes
         on the device or the cores would skew, so it runs once the device is this candidate's alone (just
         before its timing window)."""
         if self.side_stream_probe is None:

@@ -89,7 +89,8 @@ def _spin(ms: float) -> None:
 
 def test_the_clock_half_sees_short_work_left_on_another_stream_and_not_the_host_s_own_work():
     """The clock half alone: 0.3 ms of work left on a stream nobody waits for is found; 0.5 ms of host work before
-    a tiny kernel, or a kernel still running on the calling stream when the call returns, is not."""
+    a tiny kernel, a kernel still running on the calling stream when the call returns, or side work the calling
+    stream waits for, is not."""
     from builder.verify.child.side_stream import side_stream_timing_reason
 
     side = torch.cuda.Stream()
@@ -110,7 +111,15 @@ def test_the_clock_half_sees_short_work_left_on_another_stream_and_not_the_host_
         torch.cuda._sleep(int(0.3 * cycles_per_ms))
         return x + 1
 
+    def joins_its_side_work(x):
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(int(0.3 * cycles_per_ms))
+        torch.cuda.current_stream().wait_stream(side)
+        return x + 1
+
     assert side_stream_timing_reason(_Bound(leaves_side_work), [x])
+    assert side_stream_timing_reason(_Bound(joins_its_side_work), [x]) is None
     assert side_stream_timing_reason(_Bound(slow_host_then_tiny_kernel), [x]) is None
     assert side_stream_timing_reason(_Bound(long_kernel_on_the_calling_stream), [x]) is None
     side.synchronize()
