@@ -88,7 +88,7 @@ def _spin(ms: float) -> None:
 
 
 def test_the_clock_half_sees_short_work_left_on_another_stream_and_not_the_host_s_own_work():
-    """The clock half alone: 0.3 ms of work left on a stream nobody waits for is found; 0.5 ms of host work before
+    """The clock half alone: 0.5 ms of work left on a stream nobody waits for is found; 0.5 ms of host work before
     a tiny kernel, a kernel still running on the calling stream when the call returns, or side work the calling
     stream waits for, is not."""
     from builder.verify.child.side_stream import side_stream_timing_reason
@@ -100,7 +100,7 @@ def test_the_clock_half_sees_short_work_left_on_another_stream_and_not_the_host_
     def leaves_side_work(x):
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            torch.cuda._sleep(int(0.3 * cycles_per_ms))
+            torch.cuda._sleep(int(0.5 * cycles_per_ms))
         return x + 1
 
     def slow_host_then_tiny_kernel(x):
